@@ -1,0 +1,227 @@
+"""Kafka's errors, by their Java exception names, each carrying the wire error code.
+
+Codes are Kafka's ``org.apache.kafka.common.protocol.Errors``. Internal exceptions that never
+reach the wire (``OffsetsOutOfOrderError``, ``UnexpectedAppendOffsetError``, index errors) carry
+code -1 (``UNKNOWN_SERVER_ERROR`` would be sent if one escaped).
+"""
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Errors(IntEnum):
+    """Kafka wire error codes used by replication and storage."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    NETWORK_EXCEPTION = 13
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_TIMESTAMP = 32
+    UNSUPPORTED_VERSION = 35
+    INVALID_REQUEST = 42
+    UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    KAFKA_STORAGE_ERROR = 56
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    UNSUPPORTED_COMPRESSION_TYPE = 76
+    OFFSET_NOT_AVAILABLE = 78
+    ELECTION_NOT_NEEDED = 84
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+    INVALID_RECORD = 87
+    UNKNOWN_TOPIC_ID = 100
+    INCONSISTENT_TOPIC_ID = 103
+    INELIGIBLE_REPLICA = 107
+    NEW_LEADER_ELECTED = 108
+
+
+class KafkaError(Exception):
+    """Base of every replica_core error; ``code`` is the Kafka wire error."""
+
+    code: Errors = Errors.UNKNOWN_SERVER_ERROR
+
+    @property
+    def error_name(self) -> str:
+        return self.code.name
+
+
+# --- record format and validation (§1, §2.9) -------------------------------------------------
+class CorruptRecordError(KafkaError):
+    """Batch smaller than its header, CRC mismatch, bad size field or magic (CorruptRecordException)."""
+
+    code = Errors.CORRUPT_MESSAGE
+
+
+class InvalidRecordError(KafkaError):
+    """Structurally invalid records or a batch breaking a leader-side rule (InvalidRecordException)."""
+
+    code = Errors.INVALID_RECORD
+
+
+class InvalidTimestampError(KafkaError):
+    """Timestamp outside the allowed window, or LogAppendTime set by a producer."""
+
+    code = Errors.INVALID_TIMESTAMP
+
+
+class RecordValidationError(KafkaError):
+    """Per-record validation failures for one batch (RecordValidationException).
+
+    ``record_errors`` lists ``(batch_index, message)``; ``code`` follows the wrapped error.
+    """
+
+    def __init__(self, cause: KafkaError, record_errors: list[tuple[int, str]]):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.record_errors = record_errors
+        self.code = cause.code
+
+
+class RecordTooLargeError(KafkaError):
+    """A batch larger than ``max.message.bytes`` (RecordTooLargeException)."""
+
+    code = Errors.MESSAGE_TOO_LARGE
+
+
+class RecordBatchTooLargeError(KafkaError):
+    """A record set larger than ``segment.bytes`` (RecordBatchTooLargeException)."""
+
+    code = Errors.RECORD_LIST_TOO_LARGE
+
+
+class UnsupportedCompressionTypeError(KafkaError):
+    """Unknown codec id, or a codec whose library is missing."""
+
+    code = Errors.UNSUPPORTED_COMPRESSION_TYPE
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    """A feature (transactions, idempotence) the batch's magic cannot carry."""
+
+    code = Errors.UNSUPPORTED_FOR_MESSAGE_FORMAT
+
+
+class OffsetsOutOfOrderError(KafkaError):
+    """Follower append whose batches do not have increasing offsets."""
+
+
+class UnexpectedAppendOffsetError(KafkaError):
+    """Follower append starting below the log end offset."""
+
+    def __init__(self, message: str, first_offset: int, last_offset: int):
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+# --- storage (§1.5-1.7, §3, §5) ---------------------------------------------------------------
+class OffsetOutOfRangeError(KafkaError):
+    """Read or fetch outside [log start offset, log end offset]."""
+
+    code = Errors.OFFSET_OUT_OF_RANGE
+
+
+class KafkaStorageError(KafkaError):
+    """An I/O failure; the log directory is taken offline (KafkaStorageException)."""
+
+    code = Errors.KAFKA_STORAGE_ERROR
+
+
+class InvalidOffsetError(KafkaError):
+    """An index append that breaks monotonicity (InvalidOffsetException)."""
+
+
+class IndexOffsetOverflowError(KafkaError):
+    """An offset not expressible relative to the segment base (IndexOffsetOverflowException)."""
+
+
+class LogSegmentOffsetOverflowError(KafkaError):
+    """A batch whose offsets overflow its segment's 4-byte relative offsets."""
+
+
+class CorruptIndexError(KafkaError):
+    """An index file that fails its sanity check (CorruptIndexException)."""
+
+
+class CorruptCheckpointError(KafkaError):
+    """A checkpoint file that cannot be parsed (Kafka raises IOException 'Malformed line')."""
+
+    code = Errors.KAFKA_STORAGE_ERROR
+
+
+class InvalidConfigurationError(KafkaError):
+    """An unknown or out-of-range configuration value (ConfigException)."""
+
+    code = Errors.INVALID_REQUEST
+
+
+# --- replication (§3.5, §4.3, §6, §8.5) -------------------------------------------------------
+class NotLeaderOrFollowerError(KafkaError):
+    code = Errors.NOT_LEADER_OR_FOLLOWER
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class FencedLeaderEpochError(KafkaError):
+    code = Errors.FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(KafkaError):
+    code = Errors.UNKNOWN_LEADER_EPOCH
+
+
+class NotEnoughReplicasError(KafkaError):
+    code = Errors.NOT_ENOUGH_REPLICAS
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    code = Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code = Errors.INVALID_REQUIRED_ACKS
+
+
+class RequestTimedOutError(KafkaError):
+    code = Errors.REQUEST_TIMED_OUT
+
+
+class StaleControllerEpochError(KafkaError):
+    code = Errors.STALE_CONTROLLER_EPOCH
+
+
+class InconsistentTopicIdError(KafkaError):
+    code = Errors.INCONSISTENT_TOPIC_ID
+
+
+_BY_CODE: dict[Errors, type[KafkaError]] = {}
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and issubclass(_cls, KafkaError) and _cls is not KafkaError:
+        _BY_CODE.setdefault(_cls.code, _cls)
+
+
+def for_code(code: int | Errors, message: str = "") -> KafkaError:
+    """An exception instance for a wire error code (KafkaError for codes without a class)."""
+    cls = _BY_CODE.get(Errors(code), KafkaError)
+    if cls is RecordValidationError:
+        cls = InvalidRecordError
+    err = cls(message or Errors(code).name)
+    if cls is KafkaError:
+        err.code = Errors(code)
+    return err
