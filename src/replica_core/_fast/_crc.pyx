@@ -1,7 +1,12 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """CRC-32C (Castagnoli) over any buffer, in C with SSE4.2 where the CPU has it."""
 from libc.stdint cimport uint32_t
-from replica_core._fast.crc32c_hw cimport rc_crc32c_init, rc_crc32c_hardware, rc_crc32c_update
+from replica_core._fast.crc32c_hw cimport (
+    rc_crc32c_hardware,
+    rc_crc32c_init,
+    rc_crc32c_set_engine,
+    rc_crc32c_update,
+)
 
 rc_crc32c_init()
 
@@ -21,3 +26,8 @@ def crc32c(data, unsigned int crc=0):
 def hardware() -> bool:
     """True when the SSE4.2 instruction engine is in use."""
     return bool(rc_crc32c_hardware())
+
+
+def set_engine(hardware: bool) -> None:
+    """Use the CPU instruction (True, if present) or the portable tables (False); for tests."""
+    rc_crc32c_set_engine(1 if hardware else 0)

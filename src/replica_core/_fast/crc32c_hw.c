@@ -184,6 +184,16 @@ void rc_crc32c_init(void)
     }
 }
 
+void rc_crc32c_set_engine(int hardware)
+{
+    rc_crc32c_init();
+#ifdef HAVE_X86_HW
+    use_hw = hardware && __builtin_cpu_supports("sse4.2");
+#else
+    (void)hardware;
+#endif
+}
+
 int rc_crc32c_hardware(void)
 {
     rc_crc32c_init();

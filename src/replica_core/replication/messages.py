@@ -1,0 +1,194 @@
+"""Requests and responses between brokers, controller and clients, as plain immutable values.
+
+Field names follow Kafka's message JSON schemas (``clients/src/main/resources/common/message``)
+in snake_case, so a transport can carry them and a reader who knows Kafka recognises them. Only
+the fields replication uses are kept; errors are :class:`replica_core.errors.Errors` codes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from replica_core.errors import Errors
+
+# Kafka's sentinels (FetchRequest.CONSUMER_REPLICA_ID, ListOffsetsRequest timestamps, ...).
+CONSUMER_REPLICA_ID = -1
+NO_LEADER = -1
+NO_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+
+ISOLATION_READ_UNCOMMITTED = 0
+ISOLATION_READ_COMMITTED = 1
+
+LEADER_RECOVERY_RECOVERED = 0
+LEADER_RECOVERY_RECOVERING = 1
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+# --- LeaderAndIsr (controller -> broker, §8.5) ------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrPartitionState:
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    is_new: bool = False
+    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    topic_id: str | None = None
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrRequest:
+    controller_id: int
+    controller_epoch: int
+    broker_epoch: int
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+    live_leaders: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponse:
+    error_code: Errors
+    partition_errors: dict[TopicPartition, Errors] = field(default_factory=dict)
+
+
+# --- Produce (client -> leader, §6.8) ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ProducePartitionResponse:
+    error_code: Errors
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
+
+
+# --- Fetch (follower/consumer -> leader, §3, §6.9, §7.5) --------------------------------------
+@dataclass(frozen=True, slots=True)
+class FetchPartition:
+    tp: TopicPartition
+    fetch_offset: int
+    partition_max_bytes: int
+    log_start_offset: int = -1
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partitions: tuple[FetchPartition, ...]
+    replica_epoch: int = -1
+    isolation_level: int = ISOLATION_READ_UNCOMMITTED
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class EpochEndOffset(NamedTuple):
+    """Answer to "where does epoch E end?" (OffsetForLeaderEpoch / a fetch's divergingEpoch)."""
+
+    error_code: Errors
+    leader_epoch: int
+    end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionResponse:
+    tp: TopicPartition
+    error_code: Errors
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    log_end_offset: int = -1
+    records: bytes | memoryview = b""
+    diverging_epoch: EpochEndOffset | None = None
+    preferred_read_replica: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: Errors
+    partitions: tuple[FetchPartitionResponse, ...]
+    throttle_time_ms: int = 0
+
+
+# --- OffsetsForLeaderEpoch (follower -> leader, §4.3) -----------------------------------------
+@dataclass(frozen=True, slots=True)
+class OffsetForLeaderPartition:
+    tp: TopicPartition
+    leader_epoch: int
+    current_leader_epoch: int = NO_EPOCH
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetsForLeaderEpochRequest:
+    replica_id: int
+    partitions: tuple[OffsetForLeaderPartition, ...]
+
+
+# --- ListOffsets (follower -> leader, out-of-range handling §4.8) -----------------------------
+@dataclass(frozen=True, slots=True)
+class ListOffsetsPartition:
+    tp: TopicPartition
+    timestamp: int
+    current_leader_epoch: int = NO_EPOCH
+
+
+class ListOffsetsResult(NamedTuple):
+    error_code: Errors
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
+# --- AlterPartition (leader -> controller, §6.5-6.7) ------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AlterPartitionItem:
+    tp: TopicPartition
+    leader_epoch: int
+    new_isr: tuple[int, ...]
+    partition_epoch: int
+    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    broker_epochs: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionRequest:
+    broker_id: int
+    broker_epoch: int
+    items: tuple[AlterPartitionItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionResult:
+    tp: TopicPartition
+    error_code: Errors
+    leader_id: int = NO_LEADER
+    leader_epoch: int = NO_EPOCH
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
