@@ -18,3 +18,12 @@ __all__ = [
     "preferred_replica_election",
     "remove_replica_from_isr",
 ]
+from replica_core.controller.controller import (  # noqa: E402
+    BrokerRegistration,
+    Controller,
+    Outbox,
+    PartitionRegistration,
+    assign_replicas,
+)
+
+__all__ += ["BrokerRegistration", "Controller", "Outbox", "PartitionRegistration", "assign_replicas"]

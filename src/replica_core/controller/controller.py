@@ -1,0 +1,349 @@
+"""The controller as a sans-IO state machine: broker liveness, topic creation, elections,
+ISR changes from AlterPartition, and the LeaderAndIsr requests to send (KAFKA_SEMANTICS §6.7, §8).
+
+It never sends anything itself: every method returns the :class:`Outbox` of requests for the
+caller (the simulator's network, a test) to deliver, delay or lose. Time comes from the caller.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from replica_core.controller.election import (
+    NO_LEADER,
+    controlled_shutdown_election,
+    new_partition_election,
+    offline_partition_election,
+    preferred_replica_election,
+)
+from replica_core.errors import Errors
+from replica_core.replication.messages import (
+    LEADER_RECOVERY_RECOVERED,
+    LEADER_RECOVERY_RECOVERING,
+    AlterPartitionRequest,
+    AlterPartitionResult,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    TopicPartition,
+)
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms (KRaft: broker.session.timeout.ms = 9000)
+
+
+@dataclass
+class PartitionRegistration:
+    """The controller's record of one partition (ZK ``LeaderIsrAndControllerEpoch``)."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    epoch: int
+    alive: bool = True
+    last_heartbeat_ms: int = 0
+    shutting_down: bool = False
+
+
+@dataclass
+class ControllerStats:
+    leader_elections: int = 0
+    unclean_elections: int = 0
+    offline_partitions_events: int = 0
+    isr_changes: int = 0
+
+
+@dataclass
+class Outbox:
+    """LeaderAndIsr requests to deliver, by destination broker."""
+
+    requests: dict[int, LeaderAndIsrRequest] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.requests)
+
+
+def assign_replicas(
+    n_partitions: int, replication_factor: int, brokers: Sequence[int], *, start_index: int = 0,
+    replica_shift: int | None = None,
+) -> list[tuple[int, ...]]:
+    """Kafka's rack-unaware replica assignment (``AdminUtils.assignReplicasToBrokers``):
+    leaders round-robin from ``start_index``; followers shifted by a per-round step so that
+    replicas of consecutive partitions spread over different brokers."""
+    n = len(brokers)
+    if replication_factor < 1 or replication_factor > n:
+        raise ValueError(f"replication factor {replication_factor} needs 1..{n} brokers")
+    shift = start_index if replica_shift is None else replica_shift
+    out = []
+    for p in range(n_partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start_index) % n
+        replicas = [brokers[first]]
+        for j in range(replication_factor - 1):
+            step = 1 + (shift + j) % (n - 1)
+            replicas.append(brokers[(first + step) % n])
+        out.append(tuple(replicas))
+    return out
+
+
+class Controller:
+    """Cluster metadata and the decisions Kafka's controller makes on it."""
+
+    def __init__(self, controller_id: int = -1, *, controller_epoch: int = 1,
+                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS):
+        self.controller_id = controller_id
+        self.controller_epoch = controller_epoch
+        self.session_timeout_ms = session_timeout_ms
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.partitions: dict[TopicPartition, PartitionRegistration] = {}
+        self.unclean_enabled: dict[str, bool] = {}
+        self.stats = ControllerStats()
+        self._next_broker_epoch = 100
+
+    # --- views ---------------------------------------------------------------------------------
+    @property
+    def live_brokers(self) -> set[int]:
+        return {b for b, r in self.brokers.items() if r.alive}
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        return [tp for tp, reg in self.partitions.items() if reg.leader == NO_LEADER]
+
+    def partitions_of(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp, reg in self.partitions.items() if broker_id in reg.replicas]
+
+    # --- outbox helpers ------------------------------------------------------------------------
+    def _state(self, tp: TopicPartition, reg: PartitionRegistration, is_new: bool = False):
+        return LeaderAndIsrPartitionState(
+            topic=tp.topic, partition=tp.partition, controller_epoch=self.controller_epoch,
+            leader=reg.leader, leader_epoch=reg.leader_epoch, isr=reg.isr,
+            partition_epoch=reg.partition_epoch, replicas=reg.replicas, is_new=is_new,
+            leader_recovery_state=reg.leader_recovery_state,
+        )
+
+    def _fan_out(self, changed: Iterable[TopicPartition], is_new: bool = False,
+                 only: Iterable[int] | None = None) -> Outbox:
+        """LeaderAndIsr for ``changed`` partitions to every live replica (or ``only`` those)."""
+        per_broker: dict[int, list[LeaderAndIsrPartitionState]] = defaultdict(list)
+        targets = None if only is None else set(only)
+        live = self.live_brokers
+        for tp in changed:
+            reg = self.partitions[tp]
+            state = self._state(tp, reg, is_new)
+            for b in reg.replicas:
+                if b in live and (targets is None or b in targets):
+                    per_broker[b].append(state)
+        out = Outbox()
+        for b, states in sorted(per_broker.items()):
+            leaders = tuple(sorted({s.leader for s in states if s.leader != NO_LEADER}))
+            out.requests[b] = LeaderAndIsrRequest(
+                controller_id=self.controller_id, controller_epoch=self.controller_epoch,
+                broker_epoch=self.brokers[b].epoch, partition_states=tuple(states),
+                live_leaders=leaders,
+            )
+        return out
+
+    # --- brokers -------------------------------------------------------------------------------
+    def register_broker(self, broker_id: int, now_ms: int) -> Outbox:
+        """A broker (re)starts: new broker epoch; it gets the full state of its partitions and
+        offline partitions it can lead are elected (§8.3)."""
+        self._next_broker_epoch += 1
+        self.brokers[broker_id] = BrokerRegistration(broker_id, self._next_broker_epoch, True, now_ms)
+        changed = self._elect_offline()
+        out = self._fan_out(self.partitions_of(broker_id), only=[broker_id])
+        more = self._fan_out(changed)
+        for b, req in more.requests.items():
+            if b in out.requests:
+                merged = {(s.topic, s.partition): s for s in out.requests[b].partition_states}
+                merged.update({(s.topic, s.partition): s for s in req.partition_states})
+                req = LeaderAndIsrRequest(req.controller_id, req.controller_epoch, req.broker_epoch,
+                                          tuple(merged.values()), req.live_leaders)
+            out.requests[b] = req
+        return out
+
+    def heartbeat(self, broker_id: int, now_ms: int) -> None:
+        reg = self.brokers.get(broker_id)
+        if reg is not None and reg.alive:
+            reg.last_heartbeat_ms = now_ms
+
+    def tick(self, now_ms: int) -> Outbox:
+        """Expire brokers whose session timed out (ZK session / KRaft heartbeat)."""
+        out = Outbox()
+        for b, reg in sorted(self.brokers.items()):
+            if reg.alive and now_ms - reg.last_heartbeat_ms > self.session_timeout_ms:
+                more = self.broker_failed(b)
+                out.requests.update(more.requests)
+        return out
+
+    def broker_failed(self, broker_id: int) -> Outbox:
+        """The broker's session ended: partitions it led are re-elected (clean or unclean); it is
+        removed from the ISR of the others (never the last member); each change bumps the leader
+        epoch (ZK ``doRemoveReplicasFromIsr``, §8.3)."""
+        reg = self.brokers.get(broker_id)
+        if reg is None or not reg.alive:
+            return Outbox()
+        reg.alive = False
+        live = self.live_brokers
+        changed = []
+        for tp, p in self.partitions.items():
+            if broker_id not in p.replicas:
+                continue
+            if p.leader == broker_id:
+                self._elect(tp, p, live)
+                changed.append(tp)
+            elif broker_id in p.isr and len(p.isr) > 1:
+                p.isr = tuple(r for r in p.isr if r != broker_id)
+                p.leader_epoch += 1
+                p.partition_epoch += 1
+                changed.append(tp)
+        return self._fan_out(changed)
+
+    def _elect(self, tp: TopicPartition, p: PartitionRegistration, live: set[int]) -> None:
+        e = offline_partition_election(
+            p.replicas, p.isr, live, unclean_enabled=self.unclean_enabled.get(tp.topic, False)
+        )
+        if p.leader != NO_LEADER and e.leader == NO_LEADER:
+            self.stats.offline_partitions_events += 1
+        p.leader = e.leader
+        p.isr = e.isr
+        p.leader_epoch += 1
+        p.partition_epoch += 1
+        if e.has_leader:
+            self.stats.leader_elections += 1
+        if e.unclean:
+            self.stats.unclean_elections += 1
+            p.leader_recovery_state = LEADER_RECOVERY_RECOVERING
+
+    def _elect_offline(self) -> list[TopicPartition]:
+        live = self.live_brokers
+        changed = []
+        for tp, p in self.partitions.items():
+            if p.leader != NO_LEADER:
+                continue
+            e = offline_partition_election(
+                p.replicas, p.isr, live, unclean_enabled=self.unclean_enabled.get(tp.topic, False)
+            )
+            if e.has_leader:
+                self._elect(tp, p, live)
+                changed.append(tp)
+        return changed
+
+    def controlled_shutdown(self, broker_id: int) -> Outbox:
+        """Move leadership away from a broker that is shutting down cleanly (§8.3)."""
+        reg = self.brokers.get(broker_id)
+        if reg is None or not reg.alive:
+            return Outbox()
+        reg.shutting_down = True
+        live = self.live_brokers
+        changed = []
+        for tp, p in self.partitions.items():
+            if broker_id not in p.isr:
+                continue
+            e = controlled_shutdown_election(p.replicas, p.isr, live, {broker_id})
+            if p.leader == broker_id and e.has_leader:
+                p.leader = e.leader
+                self.stats.leader_elections += 1
+            if p.leader != broker_id and len(e.isr) > 0:
+                p.isr = e.isr
+            p.leader_epoch += 1
+            p.partition_epoch += 1
+            changed.append(tp)
+        return self._fan_out(changed)
+
+    # --- topics --------------------------------------------------------------------------------
+    def create_topic(
+        self, topic: str, n_partitions: int, replication_factor: int, *,
+        assignment: Sequence[Sequence[int]] | None = None, unclean_leader_election: bool = False,
+        start_index: int = 0,
+    ) -> Outbox:
+        """New partitions: leader = first live replica, ISR = live replicas, epoch 0 (§8.2)."""
+        if any(tp.topic == topic for tp in self.partitions):
+            raise ValueError(f"topic {topic!r} already exists")
+        brokers = sorted(self.brokers)
+        if assignment is None:
+            assignment = assign_replicas(n_partitions, replication_factor, brokers,
+                                         start_index=start_index)
+        self.unclean_enabled[topic] = unclean_leader_election
+        live = self.live_brokers
+        created = []
+        for p, replicas in enumerate(assignment):
+            e = new_partition_election(replicas, live)
+            tp = TopicPartition(topic, p)
+            self.partitions[tp] = PartitionRegistration(tuple(replicas), e.isr, e.leader)
+            created.append(tp)
+        return self._fan_out(created, is_new=True)
+
+    def preferred_leader_election(self, tps: Iterable[TopicPartition] | None = None) -> Outbox:
+        live = self.live_brokers
+        changed = []
+        for tp in list(tps) if tps is not None else list(self.partitions):
+            p = self.partitions[tp]
+            e = preferred_replica_election(p.replicas, p.isr, live)
+            if e is None or e.leader == p.leader:
+                continue
+            p.leader = e.leader
+            p.leader_epoch += 1
+            p.partition_epoch += 1
+            self.stats.leader_elections += 1
+            changed.append(tp)
+        return self._fan_out(changed)
+
+    # --- AlterPartition (§6.7) -----------------------------------------------------------------
+    def alter_partition(self, request: AlterPartitionRequest) -> list[AlterPartitionResult]:
+        """Validate and apply ISR changes proposed by a leader; success bumps the partition epoch
+        (the leader epoch is unchanged). Followers learn nothing: only the leader uses the ISR."""
+        results = []
+        sender = self.brokers.get(request.broker_id)
+        for item in request.items:
+            p = self.partitions.get(item.tp)
+            if p is None:
+                results.append(AlterPartitionResult(item.tp, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            err = Errors.NONE
+            if sender is None or not sender.alive or sender.epoch != request.broker_epoch:
+                err = Errors.STALE_BROKER_EPOCH
+            if err == Errors.NONE and item.leader_epoch < p.leader_epoch:
+                err = Errors.FENCED_LEADER_EPOCH
+            elif err == Errors.NONE and p.leader != request.broker_id:
+                err = Errors.INVALID_REQUEST
+            elif err == Errors.NONE and item.partition_epoch != p.partition_epoch:
+                err = Errors.INVALID_UPDATE_VERSION
+            elif err == Errors.NONE and (
+                p.leader not in item.new_isr or not set(item.new_isr) <= set(p.replicas)
+            ):
+                err = Errors.INVALID_REQUEST
+            elif err == Errors.NONE and (
+                item.leader_recovery_state == LEADER_RECOVERY_RECOVERING and len(item.new_isr) > 1
+                or p.leader_recovery_state == LEADER_RECOVERY_RECOVERED
+                and item.leader_recovery_state == LEADER_RECOVERY_RECOVERING
+            ):
+                err = Errors.INVALID_REQUEST
+            elif err == Errors.NONE:
+                added = set(item.new_isr) - set(p.isr)
+                epochs = dict(zip(item.new_isr, item.broker_epochs, strict=False)) if item.broker_epochs else {}
+                for r in added:
+                    b = self.brokers.get(r)
+                    if b is None or not b.alive or b.shutting_down or (
+                        r in epochs and epochs[r] not in (-1, b.epoch)
+                    ):
+                        err = Errors.INELIGIBLE_REPLICA
+                        break
+            if err != Errors.NONE:
+                results.append(AlterPartitionResult(item.tp, err))
+                continue
+            p.isr = tuple(item.new_isr)
+            p.partition_epoch += 1
+            p.leader_recovery_state = item.leader_recovery_state
+            self.stats.isr_changes += 1
+            results.append(AlterPartitionResult(
+                item.tp, Errors.NONE, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+                p.leader_recovery_state,
+            ))
+        return results
