@@ -1,0 +1,262 @@
+"""Scenarios: a TOML file that, with its seed, completely determines a simulation run.
+
+```toml
+name = "rolling-restart"
+seed = 7
+duration_s = 120
+truncation = "leader_epoch"          # or "high_watermark" (pre-KIP-101 followers)
+storage = "memory"                   # or "disk"
+
+[cluster]
+brokers = 5
+latency_ms = 1.0
+bandwidth_mbps = 1000.0
+
+[configs]                            # Kafka broker/topic configs by their dotted names
+"min.insync.replicas" = 2
+"replica.lag.time.max.ms" = 30000
+
+[[topics]]
+name = "events"
+partitions = 1000
+replication_factor = 3
+configs = { "unclean.leader.election.enable" = false }
+
+[workload]
+batches_per_second = 2.0             # per partition
+records_per_batch = 10
+record_bytes = 100
+acks = "all"                         # all | 1 | 0  (-1 is "all")
+
+[[faults]]                           # scripted faults
+at_s = 30
+kind = "crash"                       # crash | restart | isolate | heal | slow | unslow |
+broker = 1                           # drop_controller_messages | restore_controller_messages
+mode = "process"                     # crash only: process | power
+
+[fault_rates]                        # random faults, drawn from the seed
+crashes_per_broker_hour = 0.0
+mean_downtime_s = 30.0
+power_failure_fraction = 0.0
+isolations_per_broker_hour = 0.0
+mean_isolation_s = 20.0
+```
+
+``--set KEY=VALUE`` overrides any of it: ``truncation=high_watermark``, ``cluster.brokers=6``,
+``workload.acks=1``, ``topics.0.partitions=100``; any other dotted key is a Kafka config
+(``replica.lag.time.max.ms=10000``).
+"""
+from __future__ import annotations
+
+import copy
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from replica_core.errors import InvalidConfigurationError
+
+FAULT_KINDS = frozenset({
+    "crash", "restart", "isolate", "heal", "slow", "unslow",
+    "drop_controller_messages", "restore_controller_messages",
+})
+TOP_LEVEL = {"name": str, "seed": int, "duration_s": float, "truncation": str, "storage": str,
+             "description": str, "sample_interval_s": float}
+TABLES = ("cluster", "workload", "fault_rates")
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str
+    partitions: int
+    replication_factor: int
+    configs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Fault:
+    at_s: float
+    kind: str
+    broker: int | None = None
+    mode: str = "process"
+    factor: float = 10.0
+    brokers: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = "scenario"
+    description: str = ""
+    seed: int = 1
+    duration_s: float = 60.0
+    truncation: str = "leader_epoch"
+    storage: str = "memory"
+    sample_interval_s: float = 1.0
+    cluster: dict[str, Any] = field(default_factory=lambda: {
+        "brokers": 3, "latency_ms": 1.0, "bandwidth_mbps": 1000.0})
+    configs: dict[str, Any] = field(default_factory=dict)
+    topics: tuple[Topic, ...] = ()
+    workload: dict[str, Any] = field(default_factory=lambda: {
+        "batches_per_second": 2.0, "records_per_batch": 10, "record_bytes": 100, "acks": "all"})
+    faults: tuple[Fault, ...] = ()
+    fault_rates: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def acks(self) -> int:
+        return parse_acks(self.workload.get("acks", "all"))
+
+    @property
+    def total_partitions(self) -> int:
+        return sum(t.partitions for t in self.topics)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "description": self.description, "seed": self.seed,
+            "duration_s": self.duration_s, "truncation": self.truncation,
+            "storage": self.storage, "sample_interval_s": self.sample_interval_s,
+            "cluster": dict(self.cluster), "configs": dict(self.configs),
+            "topics": [{"name": t.name, "partitions": t.partitions,
+                        "replication_factor": t.replication_factor, "configs": dict(t.configs)}
+                       for t in self.topics],
+            "workload": dict(self.workload),
+            "faults": [{k: v for k, v in f.__dict__.items() if v not in (None, ())}
+                       for f in self.faults],
+            "fault_rates": dict(self.fault_rates),
+        }
+
+
+def parse_acks(value: Any) -> int:
+    """Producer ``acks``: "all"/-1, 1 or 0 (Kafka rejects anything else: INVALID_REQUIRED_ACKS)."""
+    if isinstance(value, str):
+        v = value.strip().lower()
+        if v in ("all", "-1"):
+            return -1
+        if v in ("0", "1"):
+            return int(v)
+    elif isinstance(value, int) and value in (-1, 0, 1):
+        return value
+    raise InvalidConfigurationError(f"acks must be all, -1, 0 or 1, not {value!r}")
+
+
+def _coerce(text: str) -> Any:
+    """A --set value: TOML scalar syntax where it parses (numbers, booleans), else a string."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def _set_path(doc: dict[str, Any], key: str, value: Any) -> None:
+    head, _, rest = key.partition(".")
+    if head in TOP_LEVEL and not rest:
+        doc[head] = value
+    elif head in TABLES and rest:
+        doc.setdefault(head, {})[rest] = value
+    elif head in ("topics", "faults") and rest:
+        index, _, attr = rest.partition(".")
+        items = doc.get(head, [])
+        if not index.isdigit() or int(index) >= len(items) or not attr:
+            raise InvalidConfigurationError(f"--set {key}: no such {head} entry")
+        items[int(index)][attr] = value
+    elif "." in key:
+        doc.setdefault("configs", {})[key] = value
+    else:
+        raise InvalidConfigurationError(f"--set {key}: unknown scenario key")
+
+
+def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
+    """Build and validate a scenario; ``overrides`` maps --set keys to values (already coerced)."""
+    doc = copy.deepcopy(doc)
+    for key, value in (overrides or {}).items():
+        _set_path(doc, key, value)
+    unknown = set(doc) - set(TOP_LEVEL) - set(TABLES) - {"configs", "topics", "faults"}
+    if unknown:
+        raise InvalidConfigurationError(f"unknown scenario keys: {sorted(unknown)}")
+    base = Scenario()
+    kwargs: dict[str, Any] = {}
+    for key, typ in TOP_LEVEL.items():
+        if key in doc:
+            try:
+                kwargs[key] = typ(doc[key])
+            except (TypeError, ValueError) as exc:
+                raise InvalidConfigurationError(f"{key}: {exc}") from None
+    for table in TABLES:
+        merged = dict(getattr(base, table))
+        merged.update(doc.get(table, {}))
+        kwargs[table] = merged
+    kwargs["configs"] = dict(doc.get("configs", {}))
+    topics = []
+    for t in doc.get("topics", []):
+        try:
+            topics.append(Topic(str(t["name"]), int(t["partitions"]), int(t["replication_factor"]),
+                                dict(t.get("configs", {}))))
+        except KeyError as exc:
+            raise InvalidConfigurationError(f"topic entry missing {exc}") from None
+    kwargs["topics"] = tuple(topics)
+    faults = []
+    for f in doc.get("faults", []):
+        kind = f.get("kind")
+        if kind not in FAULT_KINDS:
+            raise InvalidConfigurationError(f"fault kind {kind!r} not one of {sorted(FAULT_KINDS)}")
+        faults.append(Fault(float(f["at_s"]), kind, f.get("broker"), f.get("mode", "process"),
+                            float(f.get("factor", 10.0)), tuple(f.get("brokers", ()))))
+    kwargs["faults"] = tuple(sorted(faults, key=lambda f: f.at_s))
+    sc = Scenario(**kwargs)
+    _validate(sc)
+    return sc
+
+
+def _validate(sc: Scenario) -> None:
+    if sc.truncation not in ("leader_epoch", "high_watermark"):
+        raise InvalidConfigurationError("truncation must be leader_epoch or high_watermark")
+    if sc.storage not in ("memory", "disk"):
+        raise InvalidConfigurationError("storage must be memory or disk")
+    if sc.duration_s <= 0:
+        raise InvalidConfigurationError("duration_s must be positive")
+    n = int(sc.cluster.get("brokers", 0))
+    if n < 1:
+        raise InvalidConfigurationError("cluster.brokers must be at least 1")
+    for t in sc.topics:
+        if t.partitions < 1 or not 1 <= t.replication_factor <= n:
+            raise InvalidConfigurationError(
+                f"topic {t.name}: needs partitions ≥ 1 and 1 ≤ replication_factor ≤ {n}")
+    for f in sc.faults:
+        if f.broker is not None and not 1 <= int(f.broker) <= n:
+            raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown broker {f.broker}")
+        if f.kind == "crash" and f.mode not in ("process", "power"):
+            raise InvalidConfigurationError("crash mode must be process or power")
+    parse_acks(sc.workload.get("acks", "all"))
+
+
+def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+    with open(path, "rb") as fh:
+        try:
+            doc = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidConfigurationError(f"{path}: {exc}") from None
+    return from_dict(doc, overrides)
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["a.b=1", "truncation=high_watermark"]`` → ``{"a.b": 1, "truncation": "high_watermark"}``."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfigurationError(f"--set expects KEY=VALUE, got {pair!r}")
+        out[key.strip()] = _coerce(value.strip())
+    return out
+
+
+def examples_dir() -> Path:
+    """The scenarios shipped with the package (``replica_core/examples``)."""
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+def default_scenario_path() -> Path:
+    return examples_dir() / "default.toml"
