@@ -1,0 +1,58 @@
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+COMMITTED: int
+
+class ReplicaStateKernels:
+    num_partitions: int
+    max_replicas: int
+    def __init__(self, cols: Any, max_replicas: int) -> None: ...
+    def follower_fetch(
+        self,
+        p: int,
+        r: int,
+        fetch_offset: int,
+        follower_log_start: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+        broker_epoch: int = -1,
+    ) -> bool: ...
+    def follower_fetch_batch(
+        self,
+        ps: npt.NDArray[np.int64],
+        rs: npt.NDArray[np.int64],
+        fetch_offsets: npt.NDArray[np.int64],
+        follower_log_starts: npt.NDArray[np.int64],
+        leader_end_offsets: npt.NDArray[np.int64],
+        fetch_time_ms: int,
+        broker_epoch: int,
+        leo_changed: npt.NDArray[np.uint8],
+    ) -> int: ...
+    def is_caught_up(self, p: int, r: int, now_ms: int, max_lag_ms: int) -> bool: ...
+    def hw_candidate(self, p: int, now_ms: int, max_lag_ms: int) -> int: ...
+    def maybe_increment_hw(self, p: int, now_ms: int, max_lag_ms: int) -> bool: ...
+    def hw_candidates_all(
+        self,
+        now_ms: int,
+        max_lag_ms: int,
+        n: int,
+        out_hw: npt.NDArray[np.int64],
+        out_changed: npt.NDArray[np.uint8],
+    ) -> int: ...
+    def out_of_sync(self, p: int, now_ms: int, max_lag_ms: int) -> int: ...
+    def out_of_sync_all(
+        self, now_ms: int, max_lag_ms: int, n: int, out_mask: npt.NDArray[np.uint8]
+    ) -> int: ...
+    def hw_and_out_of_sync_all(
+        self,
+        now_ms: int,
+        max_lag_ms: int,
+        n: int,
+        out_hw: npt.NDArray[np.int64],
+        out_changed: npt.NDArray[np.uint8],
+        out_mask: npt.NDArray[np.uint8],
+    ) -> tuple[int, int]: ...
+    def can_expand_isr(self, p: int, r: int) -> bool: ...
+    def expand_candidates_all(self, n: int, out_mask: npt.NDArray[np.uint8]) -> int: ...

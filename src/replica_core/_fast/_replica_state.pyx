@@ -1,0 +1,382 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Leader-side replication kernels over columnar state (KAFKA_SEMANTICS §6.2-§6.6).
+
+Twin: ``replica_state_py.py`` (same class, same results). The arrays belong to
+``replica_core.replication.state.ReplicaStateTable``; this object holds them and raw pointers
+into them, so one follower-fetch update from Python is one method call with ints and no
+allocation, and the whole-table passes are plain C loops without the GIL.
+
+Layout: per-partition columns have length P; per-(partition, slot) columns are C-contiguous
+(P, R) arrays used flat, slot ``r`` of partition ``p`` at ``p * R + r``. Slot 0 is the local
+leader; follower slots are ``1 .. n_replicas[p] - 1``; padding slots have every flag 0.
+"""
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memset
+
+cdef enum:
+    ST_COMMITTED = 0
+
+COMMITTED = ST_COMMITTED  # IsrState.COMMITTED
+
+
+# Typed pointers, copied into locals by every loop: stores through the uint8 outputs (a char
+# type, which may alias anything) then cannot force the column pointers to be reloaded.
+cdef struct Cols:
+    Py_ssize_t R
+    int64_t* leader_leo
+    int64_t* hw
+    int64_t* epoch_start
+    int32_t* min_isr
+    int32_t* n_rep
+    uint8_t* state
+    uint8_t* active
+    int64_t* leo
+    int64_t* lso
+    int64_t* lfl
+    int64_t* lft
+    int64_t* lcu
+    int64_t* bep
+    uint8_t* in_isr
+    uint8_t* in_max
+    uint8_t* elig
+
+
+cdef inline bint _fetch(Cols c, Py_ssize_t i, int64_t fetch_offset, int64_t follower_log_start,
+                        int64_t fetch_time_ms, int64_t leader_end_offset,
+                        int64_t broker_epoch) noexcept nogil:
+    """Replica.updateFetchStateOrThrow (§6.2) on flat slot ``i``; True iff LEO changed."""
+    cdef int64_t lcu = c.lcu[i], prev_lfl = c.lfl[i], prev_leo = c.leo[i]
+    if fetch_offset >= leader_end_offset:
+        if fetch_time_ms > lcu:
+            lcu = fetch_time_ms
+    elif fetch_offset >= prev_lfl:
+        if c.lft[i] > lcu:
+            lcu = c.lft[i]
+    c.lcu[i] = lcu
+    c.lfl[i] = leader_end_offset if leader_end_offset > prev_lfl else prev_lfl
+    c.lft[i] = fetch_time_ms
+    c.leo[i] = fetch_offset
+    c.lso[i] = follower_log_start
+    c.bep[i] = broker_epoch
+    return prev_leo != fetch_offset
+
+
+cdef inline bint _caught_up(Cols c, Py_ssize_t p, Py_ssize_t i, int64_t now_ms,
+                            int64_t max_lag_ms) noexcept nogil:
+    """Replica.isCaughtUp (§6.3)."""
+    return c.leo[i] == c.leader_leo[p] or now_ms - c.lcu[i] <= max_lag_ms
+
+
+cdef inline int64_t _hw(Cols c, Py_ssize_t p, int64_t now_ms, int64_t max_lag_ms) noexcept nogil:
+    """maybeIncrementLeaderHW's target (§6.4): never below the current HW."""
+    cdef Py_ssize_t base = p * c.R, r, i
+    cdef int32_t nrep = c.n_rep[p], isr_size = 0, eff_min = c.min_isr[p]
+    cdef int64_t old = c.hw[p], lleo = c.leader_leo[p], cand = lleo, leo
+    for r in range(nrep):
+        isr_size += c.in_isr[base + r]
+    if nrep < eff_min:
+        eff_min = nrep
+    if isr_size < eff_min:
+        return old  # under min ISR: no advance (KAFKA-15583)
+    for r in range(1, nrep):
+        i = base + r
+        leo = c.leo[i]
+        # Maximal ISR members hold the HW; so do caught-up eligible followers outside it
+        # (KAFKA-15021: ineligible ones do not).
+        if leo < cand and (c.in_max[i] or (c.elig[i] and (leo == lleo
+                                                          or now_ms - c.lcu[i] <= max_lag_ms))):
+            cand = leo
+    return cand if cand > old else old
+
+
+cdef inline Py_ssize_t _oos_row(Cols c, Py_ssize_t p, int64_t now_ms, int64_t max_lag_ms,
+                                uint8_t* out_mask) noexcept nogil:
+    """Partition.getOutOfSyncReplicas (§6.6) into ``out_mask`` row ``p`` (already zeroed)."""
+    cdef Py_ssize_t base = p * c.R, r, i, count = 0
+    if c.state[p] != ST_COMMITTED:
+        return 0  # nothing is computed while an AlterPartition is in flight
+    for r in range(1, c.n_rep[p]):
+        i = base + r
+        if c.in_isr[i] and not _caught_up(c, p, i, now_ms, max_lag_ms):
+            out_mask[i] = 1
+            count += 1
+    return count
+
+
+cdef inline Py_ssize_t _hw_oos_row(Cols c, Py_ssize_t p, int64_t now_ms, int64_t max_lag_ms,
+                                   int64_t* new_hw, uint8_t* out_mask) noexcept nogil:
+    """``_hw`` and ``_oos_row`` for row ``p`` with isCaughtUp computed once per follower."""
+    cdef Py_ssize_t base = p * c.R, r, i, count = 0
+    cdef int32_t nrep = c.n_rep[p], isr_size = c.in_isr[base], eff_min = c.min_isr[p]
+    cdef int64_t old = c.hw[p], lleo = c.leader_leo[p], cand = lleo, leo
+    cdef bint caught, committed = c.state[p] == ST_COMMITTED
+    for r in range(1, nrep):
+        i = base + r
+        leo = c.leo[i]
+        caught = leo == lleo or now_ms - c.lcu[i] <= max_lag_ms
+        isr_size += c.in_isr[i]
+        if leo < cand and (c.in_max[i] or (c.elig[i] and caught)):
+            cand = leo
+        if committed and c.in_isr[i] and not caught:
+            out_mask[i] = 1
+            count += 1
+    if nrep < eff_min:
+        eff_min = nrep
+    new_hw[0] = cand if isr_size >= eff_min and cand > old else old
+    return count
+
+
+cdef inline bint _expand(Cols c, Py_ssize_t p, Py_ssize_t i) noexcept nogil:
+    """Partition.needsExpandIsr (§6.5)."""
+    cdef int64_t leo = c.leo[i], start = c.epoch_start[p]
+    return (c.state[p] == ST_COMMITTED and not c.in_isr[i] and c.elig[i]
+            and leo >= c.hw[p] and start >= 0 and leo >= start)
+
+
+cdef object _flat(object a):
+    if not a.flags.c_contiguous:
+        raise ValueError("columns must be C-contiguous")
+    return a.reshape(-1)
+
+
+cdef class ReplicaStateKernels:
+    """One table's columns, with the §6 rules as methods."""
+
+    cdef Cols c
+    cdef tuple _keep
+    cdef readonly Py_ssize_t num_partitions
+    cdef readonly Py_ssize_t max_replicas
+
+    def __init__(self, cols, Py_ssize_t max_replicas):
+        cdef int64_t[::1] leader_leo = cols.leader_leo, hw = cols.hw
+        cdef int64_t[::1] epoch_start = cols.epoch_start_offset
+        cdef int32_t[::1] min_isr = cols.min_isr, n_rep = cols.n_replicas
+        cdef uint8_t[::1] state = cols.isr_state, active = cols.active
+        cdef int64_t[::1] leo = _flat(cols.leo), lso = _flat(cols.log_start_offset)
+        cdef int64_t[::1] lfl = _flat(cols.last_fetch_leader_leo)
+        cdef int64_t[::1] lft = _flat(cols.last_fetch_time_ms)
+        cdef int64_t[::1] lcu = _flat(cols.last_caught_up_time_ms)
+        cdef int64_t[::1] bep = _flat(cols.broker_epoch)
+        cdef uint8_t[::1] in_isr = _flat(cols.in_isr), in_max = _flat(cols.in_max_isr)
+        cdef uint8_t[::1] elig = _flat(cols.eligible)
+        cdef Py_ssize_t P = leader_leo.shape[0], PR = P * max_replicas
+        if max_replicas < 1 or P < 1:
+            raise ValueError("need at least one partition and one replica slot")
+        for n in (hw.shape[0], epoch_start.shape[0], min_isr.shape[0], n_rep.shape[0],
+                  state.shape[0], active.shape[0]):
+            if n != P:
+                raise ValueError("column shapes disagree")
+        for n in (leo.shape[0], lso.shape[0], lfl.shape[0], lft.shape[0], lcu.shape[0],
+                  bep.shape[0], in_isr.shape[0], in_max.shape[0], elig.shape[0]):
+            if n != PR:
+                raise ValueError("column shapes disagree")
+        self.num_partitions = P
+        self.max_replicas = max_replicas
+        self._keep = (leader_leo, hw, epoch_start, min_isr, n_rep, state, active, leo, lso, lfl,
+                      lft, lcu, bep, in_isr, in_max, elig)
+        self.c.R = max_replicas
+        self.c.leader_leo = &leader_leo[0]
+        self.c.hw = &hw[0]
+        self.c.epoch_start = &epoch_start[0]
+        self.c.min_isr = &min_isr[0]
+        self.c.n_rep = &n_rep[0]
+        self.c.state = &state[0]
+        self.c.active = &active[0]
+        self.c.leo = &leo[0]
+        self.c.lso = &lso[0]
+        self.c.lfl = &lfl[0]
+        self.c.lft = &lft[0]
+        self.c.lcu = &lcu[0]
+        self.c.bep = &bep[0]
+        self.c.in_isr = &in_isr[0]
+        self.c.in_max = &in_max[0]
+        self.c.elig = &elig[0]
+
+    # ---- checks ------------------------------------------------------------------------------
+    cdef inline int _check_slot(self, Py_ssize_t p, Py_ssize_t r) except -1:
+        if p < 0 or p >= self.num_partitions or r < 1 or r >= self.c.n_rep[p]:
+            raise IndexError(f"no follower slot ({p}, {r})")
+        return 0
+
+    cdef inline int _check_partition(self, Py_ssize_t p) except -1:
+        if p < 0 or p >= self.num_partitions or not self.c.active[p]:
+            raise IndexError(f"no partition {p}")
+        return 0
+
+    cdef inline int _check_bound(self, Py_ssize_t n) except -1:
+        if n < 0 or n > self.num_partitions:
+            raise ValueError(f"scan bound {n} outside [0, {self.num_partitions}]")
+        return 0
+
+    # ---- §6.2 follower fetch -----------------------------------------------------------------
+    cpdef bint follower_fetch(self, Py_ssize_t p, Py_ssize_t r, int64_t fetch_offset,
+                              int64_t follower_log_start, int64_t fetch_time_ms,
+                              int64_t leader_end_offset, int64_t broker_epoch=-1) except -1:
+        """Apply one follower fetch (Replica.updateFetchStateOrThrow); True iff its LEO changed."""
+        self._check_slot(p, r)
+        return _fetch(self.c, p * self.c.R + r, fetch_offset, follower_log_start, fetch_time_ms,
+                      leader_end_offset, broker_epoch)
+
+    cpdef Py_ssize_t follower_fetch_batch(self, const int64_t[::1] ps, const int64_t[::1] rs,
+                                          const int64_t[::1] fetch_offsets,
+                                          const int64_t[::1] follower_log_starts,
+                                          const int64_t[::1] leader_end_offsets,
+                                          int64_t fetch_time_ms, int64_t broker_epoch,
+                                          uint8_t[::1] leo_changed) except -1:
+        """Apply fetches ``k`` in order; ``leo_changed[k]`` = 1 iff LEO moved; returns their count."""
+        cdef Py_ssize_t k, n = ps.shape[0], changed = 0, bad = -1, P = self.num_partitions
+        cdef int64_t p, r
+        cdef Cols c = self.c
+        cdef uint8_t flag
+        if (rs.shape[0] != n or fetch_offsets.shape[0] != n or follower_log_starts.shape[0] != n
+                or leader_end_offsets.shape[0] != n or leo_changed.shape[0] < n):
+            raise ValueError("batch arrays differ in length")
+        with nogil:  # validate everything first: a bad entry leaves the table untouched
+            for k in range(n):
+                p = ps[k]
+                r = rs[k]
+                if p < 0 or p >= P or r < 1 or r >= c.n_rep[p]:
+                    bad = k
+                    break
+        if bad >= 0:
+            raise IndexError(f"no follower slot ({ps[bad]}, {rs[bad]})")
+        with nogil:
+            for k in range(n):
+                flag = _fetch(c, ps[k] * c.R + rs[k], fetch_offsets[k], follower_log_starts[k],
+                              fetch_time_ms, leader_end_offsets[k], broker_epoch)
+                leo_changed[k] = flag
+                changed += flag
+        return changed
+
+    # ---- §6.3 isCaughtUp ---------------------------------------------------------------------
+    cpdef bint is_caught_up(self, Py_ssize_t p, Py_ssize_t r, int64_t now_ms,
+                            int64_t max_lag_ms) except -1:
+        """Replica.isCaughtUp: LEO == leader LEO or now - lastCaughtUpTimeMs <= max lag."""
+        self._check_slot(p, r)
+        return _caught_up(self.c, p, p * self.c.R + r, now_ms, max_lag_ms)
+
+    # ---- §6.4 HW -----------------------------------------------------------------------------
+    cpdef int64_t hw_candidate(self, Py_ssize_t p, int64_t now_ms, int64_t max_lag_ms) except? -2:
+        """The HW partition ``p`` should have now (maybeIncrementLeaderHW; never below the current)."""
+        self._check_partition(p)
+        return _hw(self.c, p, now_ms, max_lag_ms)
+
+    cpdef bint maybe_increment_hw(self, Py_ssize_t p, int64_t now_ms,
+                                  int64_t max_lag_ms) except -1:
+        """Advance ``hw[p]`` to its candidate; True iff it moved."""
+        self._check_partition(p)
+        cdef int64_t new = _hw(self.c, p, now_ms, max_lag_ms)
+        if new > self.c.hw[p]:
+            self.c.hw[p] = new
+            return True
+        return False
+
+    cpdef Py_ssize_t hw_candidates_all(self, int64_t now_ms, int64_t max_lag_ms, Py_ssize_t n,
+                                       int64_t[::1] out_hw, uint8_t[::1] out_changed) except -1:
+        """Candidates for partitions ``[0, n)`` into ``out_hw`` (may be the hw column itself) and
+        ``out_changed``; inactive rows get their hw and 0. Returns how many changed."""
+        cdef Py_ssize_t p, changed = 0
+        cdef int64_t new
+        cdef Cols c = self.c
+        self._check_bound(n)
+        if out_hw.shape[0] < n or out_changed.shape[0] < n:
+            raise ValueError("output arrays too short")
+        cdef int64_t* oh = &out_hw[0]
+        cdef uint8_t* oc = &out_changed[0]
+        with nogil:
+            for p in range(n):
+                new = _hw(c, p, now_ms, max_lag_ms) if c.active[p] else c.hw[p]
+                oc[p] = new != c.hw[p]
+                changed += oc[p]
+                oh[p] = new
+        return changed
+
+    # ---- §6.6 out-of-sync replicas -----------------------------------------------------------
+    cpdef int64_t out_of_sync(self, Py_ssize_t p, int64_t now_ms, int64_t max_lag_ms) except -1:
+        """Partition.getOutOfSyncReplicas as a bit mask of follower slots (0 while in flight)."""
+        cdef Py_ssize_t base, r
+        cdef int64_t bits = 0
+        self._check_partition(p)
+        if self.c.R > 63:
+            raise ValueError("bit mask needs max_replicas <= 63")
+        if self.c.state[p] != ST_COMMITTED:
+            return 0
+        base = p * self.c.R
+        for r in range(1, self.c.n_rep[p]):
+            if self.c.in_isr[base + r] and not _caught_up(self.c, p, base + r, now_ms, max_lag_ms):
+                bits |= (<int64_t>1) << r
+        return bits
+
+    cpdef Py_ssize_t out_of_sync_all(self, int64_t now_ms, int64_t max_lag_ms, Py_ssize_t n,
+                                     uint8_t[::1] out_mask) except -1:
+        """Flat (n * R) mask of out-of-sync ISR followers; returns how many."""
+        cdef Py_ssize_t p, r, count = 0
+        cdef Cols c = self.c
+        self._check_bound(n)
+        if out_mask.shape[0] < n * c.R:
+            raise ValueError("output mask too short")
+        if n == 0:
+            return 0
+        cdef uint8_t* om = &out_mask[0]
+        with nogil:
+            memset(om, 0, n * c.R)
+            for p in range(n):
+                if c.active[p]:
+                    count += _oos_row(c, p, now_ms, max_lag_ms, om)
+        return count
+
+    # ---- §6.4 + §6.6 in one sweep ------------------------------------------------------------
+    cpdef tuple hw_and_out_of_sync_all(self, int64_t now_ms, int64_t max_lag_ms, Py_ssize_t n,
+                                       int64_t[::1] out_hw, uint8_t[::1] out_changed,
+                                       uint8_t[::1] out_mask):
+        """``hw_candidates_all`` and ``out_of_sync_all`` fused over one pass of memory."""
+        cdef Py_ssize_t p, r, changed = 0, count = 0
+        cdef int64_t new
+        cdef Cols c = self.c
+        self._check_bound(n)
+        if out_hw.shape[0] < n or out_changed.shape[0] < n or out_mask.shape[0] < n * c.R:
+            raise ValueError("output arrays too short")
+        if n == 0:
+            return 0, 0
+        cdef int64_t* oh = &out_hw[0]
+        cdef uint8_t* oc = &out_changed[0]
+        cdef uint8_t* om = &out_mask[0]
+        with nogil:
+            memset(om, 0, n * c.R)
+            for p in range(n):
+                if c.active[p]:
+                    count += _hw_oos_row(c, p, now_ms, max_lag_ms, &new, om)
+                else:
+                    new = c.hw[p]
+                oc[p] = new != c.hw[p]
+                changed += oc[p]
+                oh[p] = new
+        return changed, count
+
+    # ---- §6.5 ISR expansion ------------------------------------------------------------------
+    cpdef bint can_expand_isr(self, Py_ssize_t p, Py_ssize_t r) except -1:
+        """Partition.needsExpandIsr for slot ``r`` (Committed, not in ISR, eligible, LEO ≥ HW and
+        ≥ leader epoch start offset)."""
+        self._check_slot(p, r)
+        return _expand(self.c, p, p * self.c.R + r)
+
+    cpdef Py_ssize_t expand_candidates_all(self, Py_ssize_t n, uint8_t[::1] out_mask) except -1:
+        """Flat (n * R) mask of follower slots that may join the ISR; returns how many."""
+        cdef Py_ssize_t p, r, i, count = 0
+        cdef Cols c = self.c
+        self._check_bound(n)
+        if out_mask.shape[0] < n * c.R:
+            raise ValueError("output mask too short")
+        if n == 0:
+            return 0
+        cdef uint8_t* om = &out_mask[0]
+        with nogil:
+            memset(om, 0, n * c.R)
+            for p in range(n):
+                if c.active[p]:
+                    for r in range(1, c.n_rep[p]):
+                        i = p * c.R + r
+                        if _expand(c, p, i):
+                            om[i] = 1
+                            count += 1
+        return count

@@ -1,0 +1,242 @@
+"""Plain-Python twin of ``_replica_state.pyx``: the reference for the leader-side rules.
+
+Same class, same methods, same results, written as plain loops so each rule reads like Kafka's
+code (KAFKA_SEMANTICS §6.2-§6.6; ``Replica.scala``, ``Partition.scala``). Columns are indexed
+flat: slot ``r`` of partition ``p`` is element ``p * R + r``. The columns may be numpy arrays
+(as the table holds them) or plain lists (the benchmark's pure-Python peer).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+COMMITTED = 0  # IsrState.COMMITTED
+
+
+def _flat(a: Any) -> Any:
+    if not hasattr(a, "reshape"):
+        return a  # already a flat sequence (plain lists)
+    if not a.flags.c_contiguous:
+        raise ValueError("columns must be C-contiguous")
+    return a.reshape(-1)
+
+
+class ReplicaStateKernels:
+    """The §6 rules over one table's columns (plain loops)."""
+
+    def __init__(self, cols: Any, max_replicas: int) -> None:
+        self.max_replicas = int(max_replicas)
+        self.leader_leo = cols.leader_leo
+        self.hw = cols.hw
+        self.epoch_start_offset = cols.epoch_start_offset
+        self.min_isr = cols.min_isr
+        self.n_replicas = cols.n_replicas
+        self.isr_state = cols.isr_state
+        self.active = cols.active
+        self.leo = _flat(cols.leo)
+        self.log_start_offset = _flat(cols.log_start_offset)
+        self.last_fetch_leader_leo = _flat(cols.last_fetch_leader_leo)
+        self.last_fetch_time_ms = _flat(cols.last_fetch_time_ms)
+        self.last_caught_up_time_ms = _flat(cols.last_caught_up_time_ms)
+        self.broker_epoch = _flat(cols.broker_epoch)
+        self.in_isr = _flat(cols.in_isr)
+        self.in_max_isr = _flat(cols.in_max_isr)
+        self.eligible = _flat(cols.eligible)
+        self.num_partitions = len(self.leader_leo)
+        if len(self.hw) != self.num_partitions or len(self.leo) != self.num_partitions * max_replicas:
+            raise ValueError("column shapes disagree")
+
+    # ---- checks ------------------------------------------------------------------------------
+    def _check_slot(self, p: int, r: int) -> None:
+        if p < 0 or p >= self.num_partitions or r < 1 or r >= self.n_replicas[p]:
+            raise IndexError(f"no follower slot ({p}, {r})")
+
+    def _check_partition(self, p: int) -> None:
+        if p < 0 or p >= self.num_partitions or not self.active[p]:
+            raise IndexError(f"no partition {p}")
+
+    def _check_bound(self, n: int) -> None:
+        if n < 0 or n > self.num_partitions:
+            raise ValueError(f"scan bound {n} outside [0, {self.num_partitions}]")
+
+    # ---- §6.2 follower fetch -----------------------------------------------------------------
+    def _fetch(self, i: int, fetch_offset: int, follower_log_start: int, fetch_time_ms: int,
+               leader_end_offset: int, broker_epoch: int) -> bool:
+        lcu = int(self.last_caught_up_time_ms[i])
+        prev_lfl = int(self.last_fetch_leader_leo[i])
+        prev_leo = int(self.leo[i])
+        if fetch_offset >= leader_end_offset:
+            # Fetched everything the leader had when this read started.
+            lcu = max(lcu, fetch_time_ms)
+        elif fetch_offset >= prev_lfl:
+            # Fetched everything the leader had at the previous fetch: caught up as of then.
+            lcu = max(lcu, int(self.last_fetch_time_ms[i]))
+        self.last_caught_up_time_ms[i] = lcu
+        self.last_fetch_leader_leo[i] = max(leader_end_offset, prev_lfl)
+        self.last_fetch_time_ms[i] = fetch_time_ms
+        self.leo[i] = fetch_offset
+        self.log_start_offset[i] = follower_log_start
+        self.broker_epoch[i] = broker_epoch
+        return prev_leo != fetch_offset
+
+    def follower_fetch(self, p: int, r: int, fetch_offset: int, follower_log_start: int,
+                       fetch_time_ms: int, leader_end_offset: int, broker_epoch: int = -1) -> bool:
+        """Apply one follower fetch (Replica.updateFetchStateOrThrow); True iff its LEO changed."""
+        self._check_slot(p, r)
+        return self._fetch(p * self.max_replicas + r, int(fetch_offset), int(follower_log_start),
+                           int(fetch_time_ms), int(leader_end_offset), int(broker_epoch))
+
+    def follower_fetch_batch(self, ps: Any, rs: Any, fetch_offsets: Any, follower_log_starts: Any,
+                             leader_end_offsets: Any, fetch_time_ms: int, broker_epoch: int,
+                             leo_changed: Any) -> int:
+        """Apply fetches ``k`` in order; ``leo_changed[k]`` = 1 iff LEO moved; returns their count."""
+        n = len(ps)
+        if (len(rs) != n or len(fetch_offsets) != n or len(follower_log_starts) != n
+                or len(leader_end_offsets) != n or len(leo_changed) < n):
+            raise ValueError("batch arrays differ in length")
+        for k in range(n):
+            self._check_slot(int(ps[k]), int(rs[k]))
+        changed = 0
+        R = self.max_replicas
+        for k in range(n):
+            c = self._fetch(int(ps[k]) * R + int(rs[k]), int(fetch_offsets[k]),
+                            int(follower_log_starts[k]), int(fetch_time_ms),
+                            int(leader_end_offsets[k]), int(broker_epoch))
+            leo_changed[k] = 1 if c else 0
+            changed += c
+        return changed
+
+    # ---- §6.3 isCaughtUp ---------------------------------------------------------------------
+    def _caught_up(self, p: int, i: int, now_ms: int, max_lag_ms: int) -> bool:
+        return bool(self.leo[i] == self.leader_leo[p]
+                    or now_ms - int(self.last_caught_up_time_ms[i]) <= max_lag_ms)
+
+    def is_caught_up(self, p: int, r: int, now_ms: int, max_lag_ms: int) -> bool:
+        """Replica.isCaughtUp: LEO == leader LEO or now - lastCaughtUpTimeMs <= max lag."""
+        self._check_slot(p, r)
+        return self._caught_up(p, p * self.max_replicas + r, int(now_ms), int(max_lag_ms))
+
+    # ---- §6.4 HW -----------------------------------------------------------------------------
+    def _hw(self, p: int, now_ms: int, max_lag_ms: int) -> int:
+        base = p * self.max_replicas
+        nrep = int(self.n_replicas[p])
+        old = int(self.hw[p])
+        isr_size = sum(int(self.in_isr[base + r]) for r in range(nrep))
+        if isr_size < min(int(self.min_isr[p]), nrep):
+            return old  # under min ISR: no advance (KAFKA-15583)
+        cand = int(self.leader_leo[p])
+        for r in range(1, nrep):
+            i = base + r
+            leo = int(self.leo[i])
+            # Maximal ISR members hold the HW; so do caught-up, eligible non-ISR followers
+            # (so they can reach it and join), but not ineligible ones (KAFKA-15021).
+            if leo < cand and (self.in_max_isr[i]
+                               or (self.eligible[i] and self._caught_up(p, i, now_ms, max_lag_ms))):
+                cand = leo
+        return cand if cand > old else old
+
+    def hw_candidate(self, p: int, now_ms: int, max_lag_ms: int) -> int:
+        """The HW partition ``p`` should have now (maybeIncrementLeaderHW; never below the current)."""
+        self._check_partition(p)
+        return self._hw(p, int(now_ms), int(max_lag_ms))
+
+    def maybe_increment_hw(self, p: int, now_ms: int, max_lag_ms: int) -> bool:
+        """Advance ``hw[p]`` to its candidate; True iff it moved."""
+        self._check_partition(p)
+        new = self._hw(p, int(now_ms), int(max_lag_ms))
+        if new > self.hw[p]:
+            self.hw[p] = new
+            return True
+        return False
+
+    def hw_candidates_all(self, now_ms: int, max_lag_ms: int, n: int, out_hw: Any,
+                          out_changed: Any) -> int:
+        """Candidates for partitions ``[0, n)`` into ``out_hw`` (may be the hw column itself) and
+        ``out_changed``; inactive rows get their hw and 0. Returns how many changed."""
+        self._check_bound(n)
+        if len(out_hw) < n or len(out_changed) < n:
+            raise ValueError("output arrays too short")
+        changed = 0
+        for p in range(n):
+            if self.active[p]:
+                new = self._hw(p, now_ms, max_lag_ms)
+                c = 1 if new != self.hw[p] else 0
+                out_changed[p] = c
+                changed += c
+                out_hw[p] = new
+            else:
+                out_hw[p] = self.hw[p]
+                out_changed[p] = 0
+        return changed
+
+    # ---- §6.6 out-of-sync replicas -----------------------------------------------------------
+    def _oos_slots(self, p: int, now_ms: int, max_lag_ms: int) -> list[int]:
+        if self.isr_state[p] != COMMITTED:
+            return []  # nothing is computed while an AlterPartition is in flight
+        base = p * self.max_replicas
+        return [r for r in range(1, int(self.n_replicas[p]))
+                if self.in_isr[base + r] and not self._caught_up(p, base + r, now_ms, max_lag_ms)]
+
+    def out_of_sync(self, p: int, now_ms: int, max_lag_ms: int) -> int:
+        """Partition.getOutOfSyncReplicas as a bit mask of follower slots (0 while in flight)."""
+        self._check_partition(p)
+        if self.max_replicas > 63:
+            raise ValueError("bit mask needs max_replicas <= 63")
+        bits = 0
+        for r in self._oos_slots(p, int(now_ms), int(max_lag_ms)):
+            bits |= 1 << r
+        return bits
+
+    def out_of_sync_all(self, now_ms: int, max_lag_ms: int, n: int, out_mask: Any) -> int:
+        """Flat (n * R) mask of out-of-sync ISR followers; returns how many."""
+        self._check_bound(n)
+        R = self.max_replicas
+        if len(out_mask) < n * R:
+            raise ValueError("output mask too short")
+        count = 0
+        for p in range(n):
+            for r in range(R):
+                out_mask[p * R + r] = 0
+            if self.active[p]:
+                for r in self._oos_slots(p, now_ms, max_lag_ms):
+                    out_mask[p * R + r] = 1
+                    count += 1
+        return count
+
+    def hw_and_out_of_sync_all(self, now_ms: int, max_lag_ms: int, n: int, out_hw: Any,
+                               out_changed: Any, out_mask: Any) -> tuple[int, int]:
+        """``hw_candidates_all`` and ``out_of_sync_all`` fused over one pass of memory."""
+        self._check_bound(n)
+        if len(out_hw) < n or len(out_changed) < n or len(out_mask) < n * self.max_replicas:
+            raise ValueError("output arrays too short")
+        return (self.hw_candidates_all(now_ms, max_lag_ms, n, out_hw, out_changed),
+                self.out_of_sync_all(now_ms, max_lag_ms, n, out_mask))
+
+    # ---- §6.5 ISR expansion ------------------------------------------------------------------
+    def _expand(self, p: int, i: int) -> bool:
+        leo = int(self.leo[i])
+        start = int(self.epoch_start_offset[p])
+        return bool(self.isr_state[p] == COMMITTED and not self.in_isr[i] and self.eligible[i]
+                    and leo >= self.hw[p] and start >= 0 and leo >= start)
+
+    def can_expand_isr(self, p: int, r: int) -> bool:
+        """Partition.needsExpandIsr for slot ``r`` (Committed, not in ISR, eligible, LEO ≥ HW and
+        ≥ leader epoch start offset)."""
+        self._check_slot(p, r)
+        return self._expand(p, p * self.max_replicas + r)
+
+    def expand_candidates_all(self, n: int, out_mask: Any) -> int:
+        """Flat (n * R) mask of follower slots that may join the ISR; returns how many."""
+        self._check_bound(n)
+        R = self.max_replicas
+        if len(out_mask) < n * R:
+            raise ValueError("output mask too short")
+        count = 0
+        for p in range(n):
+            for r in range(R):
+                out_mask[p * R + r] = 0
+            if self.active[p]:
+                for r in range(1, int(self.n_replicas[p])):
+                    if self._expand(p, p * R + r):
+                        out_mask[p * R + r] = 1
+                        count += 1
+        return count

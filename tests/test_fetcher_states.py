@@ -1,0 +1,225 @@
+"""Follower fetch states, their fair ordering, and fetcher assignment (KAFKA_SEMANTICS §7.1, §7.3,
+§7.9)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from replica_core.fetcher import (
+    FETCHING,
+    TRUNCATING,
+    PartitionFetchState,
+    PartitionStates,
+    TopicPartition,
+    fetcher_id,
+    java_abs,
+    java_string_hash,
+)
+
+T0 = 1_700_000_000_000
+
+
+# ---- §7.1 PartitionFetchState -----------------------------------------------------------------
+def state(**kw) -> PartitionFetchState:
+    base = dict(fetch_offset=10, lag=None, current_leader_epoch=3)
+    base.update(kw)
+    return PartitionFetchState(**base)
+
+
+def test_delay_is_pending_until_due():
+    s = state(delay_until_ms=T0 + 1000)
+    assert s.is_delayed(T0) and s.is_delayed(T0 + 999)
+    assert not s.is_delayed(T0 + 1000)  # remaining delay max(due - now, 0) must be > 0
+    assert not state().is_delayed(T0)
+
+
+def test_ready_and_truncating_need_state_and_no_delay():
+    fetching, truncating = state(state=FETCHING), state(state=TRUNCATING)
+    assert fetching.is_ready_for_fetch(T0) and not fetching.is_truncating(T0)
+    assert truncating.is_truncating(T0) and not truncating.is_ready_for_fetch(T0)
+    for s in (fetching, truncating):
+        d = s.delayed(T0, 1000)
+        assert d.delay_until_ms == T0 + 1000
+        assert not d.is_ready_for_fetch(T0 + 500) and not d.is_truncating(T0 + 500)
+    assert fetching.delayed(T0, 1000).is_ready_for_fetch(T0 + 1000)
+    assert truncating.delayed(T0, 1000).is_truncating(T0 + 1000)
+
+
+@pytest.mark.parametrize(("lag", "in_sync"), [(None, False), (0, True), (-1, True), (1, False)])
+def test_replica_in_sync_needs_known_non_positive_lag(lag, in_sync):
+    assert state(lag=lag).is_replica_in_sync is in_sync
+
+
+def test_fetch_state_is_an_immutable_value():
+    s = state(last_fetched_epoch=2)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s.fetch_offset = 11  # type: ignore[misc]
+    t = s.updated(fetch_offset=20, lag=0)
+    assert (s.fetch_offset, t.fetch_offset, t.lag, t.last_fetched_epoch) == (10, 20, 0, 2)
+    assert t == state(fetch_offset=20, lag=0, last_fetched_epoch=2)
+    assert s.state is FETCHING and s.delay_until_ms is None and s.topic_id is None
+
+
+# ---- §7.3 PartitionStates ---------------------------------------------------------------------
+A0, A1, B0, B1, C0 = (TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0),
+                      TopicPartition("b", 1), TopicPartition("c", 0))
+
+
+def test_update_and_move_to_end_moves_to_the_tail():
+    ps: PartitionStates[TopicPartition, int] = PartitionStates()
+    for i, tp in enumerate((A0, A1, B0)):
+        ps.update_and_move_to_end(tp, i)
+    ps.update_and_move_to_end(A0, 9)
+    assert list(ps) == [A1, B0, A0] and ps.state_value(A0) == 9
+
+
+def test_update_keeps_the_position():
+    ps = PartitionStates([(A0, 0), (A1, 1), (B0, 2)])
+    ps.update(A0, 5)
+    assert list(ps.items()) == [(A0, 5), (A1, 1), (B0, 2)]
+    ps.update(C0, 7)  # a new partition goes last
+    assert list(ps) == [A0, A1, B0, C0]
+
+
+def test_move_to_end_and_remove():
+    ps = PartitionStates([(A0, 0), (A1, 1), (B0, 2)])
+    ps.move_to_end(A0)
+    ps.move_to_end(C0)  # absent: no-op
+    assert list(ps) == [A1, B0, A0]
+    ps.remove(B0)
+    ps.remove(C0)
+    assert list(ps) == [A1, A0] and len(ps) == ps.size == 2
+    assert ps.contains(A1) and A1 in ps and B0 not in ps and ps.state_value(B0) is None
+
+
+def test_set_groups_partitions_by_topic_in_first_appearance_order():
+    ps = PartitionStates([(C0, "old")])
+    ps.set({A1: 1, B1: 2, A0: 3, C0: 4, B0: 5})
+    assert list(ps) == [A1, A0, B1, B0, C0]
+    assert ps.partition_state_values() == [1, 3, 2, 5, 4]
+    ps.set([(B0, 0)])  # replaces everything
+    assert list(ps.partition_set()) == [B0]
+
+
+def test_plain_tuples_are_the_same_keys():
+    ps = PartitionStates([(("a", 0), 1)])
+    assert A0 in ps and ps.state_value(A0) == 1
+    assert str(A0) == "a-0"
+
+
+def test_views_are_live_and_read_only():
+    ps = PartitionStates([(A0, 0)])
+    view = ps.partition_state_map()
+    ps.update(B0, 1)
+    assert dict(view) == {A0: 0, B0: 1}
+    with pytest.raises(TypeError):
+        view[C0] = 2  # type: ignore[index]
+
+
+def test_moving_served_partitions_to_the_end_is_round_robin():
+    """buildFetch with room for two partitions per response: every partition is served in turn."""
+    tps = [TopicPartition("t", i) for i in range(5)]
+    ps = PartitionStates([(tp, state()) for tp in tps])
+    served = []
+    for _ in range(5):
+        batch = [tp for tp, s in ps.items() if s.is_ready_for_fetch(T0)][:2]
+        for tp in batch:
+            ps.update_and_move_to_end(tp, ps.state_value(tp))
+        served.extend(batch)
+    assert served == tps * 2
+
+
+# ---- §7.9 fetcher assignment ------------------------------------------------------------------
+def java_hash_by_definition(s: str) -> int:
+    """s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, reduced to a signed 32-bit int."""
+    raw = s.encode("utf-16-be", "surrogatepass")
+    units = [int.from_bytes(raw[i:i + 2], "big") for i in range(0, len(raw), 2)]
+    n = len(units)
+    v = sum(c * 31 ** (n - 1 - i) for i, c in enumerate(units)) % 2**32
+    return v - 2**32 if v >= 2**31 else v
+
+
+# String.hashCode values (checked once against OpenJDK 17's String.hashCode).
+KNOWN_HASHES = {
+    "": 0,
+    "a": 97,
+    "ab": 97 * 31 + 98,
+    "hello": 99162322,
+    "Aa": 2112,
+    "BB": 2112,
+    "__consumer_offsets": -970371369,
+    "replicated-topic": -887126723,
+    "polygenelubricants": -(2**31),  # Integer.MIN_VALUE
+    "\u00e9": 0xE9,  # é: one code unit
+    "\u65e5\u672c": 0x65E5 * 31 + 0x672C,  # 日本
+    "\U0001F600": 0xD83D * 31 + 0xDE00,  # 😀 = surrogate pair D83D DE00
+    "topic-\U0001F600-\u00fc": 819757296,
+}
+
+
+@pytest.mark.parametrize(("s", "expected"), list(KNOWN_HASHES.items()))
+def test_java_string_hash_known_values(s, expected):
+    assert java_string_hash(s) == expected == java_hash_by_definition(s)
+
+
+@given(st.text(max_size=60))
+def test_java_string_hash_matches_definition(s):
+    assert java_string_hash(s) == java_hash_by_definition(s)
+
+
+def test_lone_surrogate_hashes_as_its_code_unit():
+    assert java_string_hash("\ud800") == 0xD800
+
+
+def test_java_abs():
+    assert java_abs(-(2**31)) == 0  # Math.abs(MIN) would stay negative
+    assert java_abs(-5) == 5 and java_abs(7) == 7
+    assert java_abs(2**31) == 0  # wraps to MIN first
+
+
+# (topic, partition, num.replica.fetchers) -> fetcherId, from Kafka's formula run on a JVM.
+KNOWN_FETCHER_IDS = [
+    ("polygenelubricants", 0, 3, 0),  # 31 * MIN + 0 wraps to MIN; Utils.abs(MIN) = 0
+    ("polygenelubricants", 1, 3, 1),
+    ("polygenelubricants", 7, 4, 1),
+    ("polygenelubricants", 123456, 7, 5),
+    ("polygenelubricants", 2**31 - 1, 5, 1),
+    ("__consumer_offsets", 0, 3, 2),
+    ("__consumer_offsets", 1, 3, 1),
+    ("__consumer_offsets", 7, 4, 0),
+    ("__consumer_offsets", 123456, 7, 2),
+    ("__consumer_offsets", 2**31 - 1, 5, 0),
+    ("replicated-topic", 0, 3, 2),
+    ("replicated-topic", 7, 4, 2),
+    ("replicated-topic", 123456, 7, 0),
+    ("\U0001F600", 0, 3, 1),
+    ("\U0001F600", 1, 3, 2),
+    ("\U0001F600", 123456, 7, 3),
+]
+
+
+@pytest.mark.parametrize(("topic", "partition", "n", "expected"), KNOWN_FETCHER_IDS)
+def test_fetcher_id_known_values(topic, partition, n, expected):
+    assert fetcher_id(topic, partition, n) == expected
+
+
+def test_fetcher_id_min_value_maps_to_zero():
+    # Math.abs would leave MIN negative (MIN % 3 == -2 in Java); Python's abs would give 2.
+    assert (31 * java_string_hash("polygenelubricants")) % 2**32 == 2**31
+    assert fetcher_id("polygenelubricants", 0, 3) == 0
+    assert abs(-(2**31)) % 3 == 2
+
+
+@given(st.text(max_size=30), st.integers(0, 2**31 - 1), st.integers(1, 16))
+def test_fetcher_id_in_range_and_single_fetcher_is_zero(topic, partition, n):
+    fid = fetcher_id(topic, partition, n)
+    assert 0 <= fid < n
+    assert fetcher_id(topic, partition, 1) == 0
+
+
+def test_fetcher_id_rejects_no_fetchers():
+    with pytest.raises(ValueError):
+        fetcher_id("t", 0, 0)
