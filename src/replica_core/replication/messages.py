@@ -192,3 +192,15 @@ class AlterPartitionResult:
     isr: tuple[int, ...] = ()
     partition_epoch: int = -1
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+
+
+# --- becoming follower: where a fetcher starts (§7.2, §7.10) ----------------------------------
+@dataclass(frozen=True, slots=True)
+class InitialFetchState:
+    """Kafka's ``InitialFetchState``: the leader to fetch from, its epoch and the first offset
+    (the LEO when the log has leader epochs, else the HW — ReplicaManager.initialFetchOffset)."""
+
+    leader: int
+    current_leader_epoch: int
+    init_offset: int
+    topic_id: str | None = None

@@ -1,0 +1,61 @@
+from collections.abc import Buffer
+
+import numpy as np
+import numpy.typing as npt
+
+COL_POSITION: int
+COL_SIZE: int
+COL_BASE_OFFSET: int
+COL_LAST_OFFSET_DELTA: int
+COL_PARTITION_LEADER_EPOCH: int
+COL_MAGIC: int
+COL_CRC: int
+COL_ATTRIBUTES: int
+COL_BASE_TIMESTAMP: int
+COL_MAX_TIMESTAMP: int
+COL_PRODUCER_ID: int
+COL_PRODUCER_EPOCH: int
+COL_BASE_SEQUENCE: int
+COL_RECORD_COUNT: int
+COL_CRC_OK: int
+NCOLS: int
+
+STOP_END: int
+STOP_PARTIAL: int
+STOP_CORRUPT: int
+
+RECORD_OK: int
+RECORD_BAD_STRUCTURE: int
+RECORD_BAD_TIMESTAMP: int
+RECORD_NULL_KEY_COMPACTED: int
+
+def scan_batches(
+    buf: Buffer,
+    start: int = 0,
+    end: int = -1,
+    check_crc: bool = True,
+    max_batch_size: int = 2**31 - 1,
+) -> tuple[npt.NDArray[np.int64], int, int]: ...
+def decode_records(
+    buf: Buffer, start: int, end: int, count: int, base_offset: int, base_timestamp: int
+) -> npt.NDArray[np.int64]: ...
+def check_records(
+    buf: Buffer,
+    start: int,
+    end: int,
+    count: int,
+    base_timestamp: int,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+    check_timestamps: bool,
+    require_keys: bool,
+) -> tuple[int, int, int, int, int]: ...
+def stamp_batch(
+    buf_writable: Buffer,
+    pos: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    max_timestamp: int,
+) -> int: ...

@@ -1,0 +1,953 @@
+"""A follower fetcher for one (source broker, fetcher id) (§4.5–4.8, §7).
+
+Kafka: ``AbstractFetcherThread`` + ``ReplicaFetcherThread`` + the fetch-building half of
+``RemoteLeaderEndPoint``. Kafka runs it as a thread looping on ``doWork``; here it is a step
+function: whoever drives the broker calls :meth:`ReplicaFetcher.do_work` (a thread loop, the
+simulator's event loop, a test). The pieces are public as well (:meth:`build_fetch` /
+:meth:`process_fetch_response`, :meth:`build_epoch_request` / :meth:`process_epoch_response`), so
+an asynchronous driver can put a network between building a request and processing its answer.
+
+Truncation modes (``truncation=``):
+
+* ``"leader_epoch"`` (default, Kafka ≥ 2.0): truncate by leader epoch (KIP-101, KIP-279). With
+  ``truncate_on_fetch=True`` (IBP ≥ 2.7-IV1, the default) a partition whose log has an epoch starts
+  Fetching at its LEO and every fetch carries ``lastFetchedEpoch``; the leader's diverging-epoch
+  answers drive truncation. With ``truncate_on_fetch=False`` (IBP 2.0–2.6) partitions start
+  Truncating and ask the leader with OffsetsForLeaderEpoch, round after round until complete.
+  A log without any epoch falls back to truncating to its high watermark (§4.7).
+* ``"high_watermark"`` (pre-0.11): when a partition starts being followed, it is truncated to the
+  local high watermark (the ``init_offset`` the replica manager passes in this mode) and fetched
+  from there; epochs are never sent nor used. This is the behaviour whose acknowledged-data loss
+  KIP-101 fixed (§9.1), kept so the simulator can show it.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple, Protocol
+
+from replica_core.clock import Clock
+from replica_core.errors import (
+    CorruptRecordError,
+    Errors,
+    FencedLeaderEpochError,
+    InvalidRecordError,
+    KafkaError,
+    KafkaStorageError,
+    NotLeaderOrFollowerError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from replica_core.fetcher.endpoint import LeaderEndPoint
+from replica_core.fetcher.partition_states import (
+    FETCHING,
+    TRUNCATING,
+    PartitionFetchState,
+    PartitionStates,
+)
+from replica_core.fetcher.truncation import OffsetTruncationState, offset_truncation_state
+from replica_core.replication.messages import (
+    NO_EPOCH,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    InitialFetchState,
+    OffsetForLeaderPartition,
+    OffsetsForLeaderEpochRequest,
+    TopicPartition,
+)
+
+log = logging.getLogger(__name__)
+
+TRUNCATION_LEADER_EPOCH = "leader_epoch"
+TRUNCATION_HIGH_WATERMARK = "high_watermark"
+TRUNCATION_MODES = (TRUNCATION_LEADER_EPOCH, TRUNCATION_HIGH_WATERMARK)
+
+
+# --- configuration ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FetcherConfig:
+    """The broker settings a follower fetcher uses, with Kafka's defaults (§6.10)."""
+
+    fetch_max_bytes: int = 1_048_576            # replica.fetch.max.bytes (per partition)
+    response_max_bytes: int = 10_485_760        # replica.fetch.response.max.bytes
+    min_bytes: int = 1                          # replica.fetch.min.bytes
+    wait_max_ms: int = 500                      # replica.fetch.wait.max.ms
+    backoff_ms: int = 1000                      # replica.fetch.backoff.ms
+    num_fetchers: int = 1                       # num.replica.fetchers
+
+    _PROPERTIES: ClassVar[dict[str, str]] = {
+        "replica.fetch.max.bytes": "fetch_max_bytes",
+        "replica.fetch.response.max.bytes": "response_max_bytes",
+        "replica.fetch.min.bytes": "min_bytes",
+        "replica.fetch.wait.max.ms": "wait_max_ms",
+        "replica.fetch.backoff.ms": "backoff_ms",
+        "num.replica.fetchers": "num_fetchers",
+    }
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> FetcherConfig:
+        """From Kafka's dotted names; other keys are ignored (they belong to other layers)."""
+        kwargs = {field: int(props[name]) for name, field in cls._PROPERTIES.items()
+                  if name in props}
+        return cls(**kwargs)
+
+    @classmethod
+    def of(cls, config: Any) -> FetcherConfig:
+        """Accept a FetcherConfig, a dict of dotted names, or an object (e.g. ``ReplicaConfig``)
+        with snake_case attributes named after the dotted names (``replica_fetch_max_bytes``)."""
+        if config is None:
+            return cls()
+        if isinstance(config, FetcherConfig):
+            return config
+        if isinstance(config, Mapping):
+            return cls.from_properties(config)
+        kwargs = {}
+        for name, field in cls._PROPERTIES.items():
+            value = getattr(config, name.replace(".", "_"), None)
+            if value is not None:
+                kwargs[field] = int(value)
+        return cls(**kwargs)
+
+
+def truncation_mode_of(config: Any) -> str:
+    """The ``truncation`` switch of a config (``ReplicaConfig.truncation`` or a ``"truncation"``
+    property), ``"leader_epoch"`` when absent."""
+    if isinstance(config, Mapping):
+        return str(config.get("truncation", TRUNCATION_LEADER_EPOCH))
+    return str(getattr(config, "truncation", None) or TRUNCATION_LEADER_EPOCH)
+
+
+def initial_fetch_offset(log_end_offset: int, high_watermark: int, latest_epoch: int | None, *,
+                         truncation: str = TRUNCATION_LEADER_EPOCH,
+                         truncate_on_fetch: bool = True) -> int:
+    """``ReplicaManager.initialFetchOffset``: the LEO when truncation-on-fetch is on and the log
+    has an epoch, else the high watermark (the truncation point when no epoch can be used)."""
+    if truncation == TRUNCATION_LEADER_EPOCH and truncate_on_fetch and latest_epoch is not None:
+        return log_end_offset
+    return high_watermark
+
+
+# --- replication quota --------------------------------------------------------------------------
+class ReplicaQuota(Protocol):
+    """Follower-side replication throttling (Kafka's ``ReplicaQuota``)."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool: ...
+
+    def is_quota_exceeded(self) -> bool: ...
+
+    def record(self, value: int) -> None: ...
+
+
+class UnboundedReplicaQuota:
+    """No throttling (Kafka's ``UNBOUNDED_QUOTA``)."""
+
+    def is_throttled(self, tp: TopicPartition) -> bool:
+        return False
+
+    def is_quota_exceeded(self) -> bool:
+        return False
+
+    def record(self, value: int) -> None:
+        pass
+
+
+class ReplicationQuota:
+    """A byte-rate bound on throttled partitions over a sampled window on the injected clock
+    (Kafka's ``ReplicationQuotaManager`` with ``replication.quota.window.num`` = 11 windows of
+    ``replication.quota.window.size.seconds`` = 1 s).
+
+    The rate is the bytes recorded in the retained windows divided by the elapsed time, counted as
+    at least ``num_windows − 1`` full windows (Kafka's ``Rate.windowSize``). ``throttled`` is a
+    set of partitions, or ``"*"`` for every partition; ``record`` always counts, even over the
+    bound (as Kafka's ``record(value)`` with the quota check off).
+    """
+
+    def __init__(self, bytes_per_second: float, clock: Clock,
+                 throttled: Iterable[TopicPartition] | str = (), *,
+                 num_windows: int = 11, window_ms: int = 1000) -> None:
+        self.bound = float(bytes_per_second)
+        self.clock = clock
+        self.num_windows = num_windows
+        self.window_ms = window_ms
+        self._all = throttled == "*"
+        self._throttled = set() if self._all else {TopicPartition(*tp) for tp in throttled}
+        self._samples: list[list[int]] = []   # [window_start_ms, bytes]
+
+    def mark_throttled(self, partitions: Iterable[TopicPartition]) -> None:
+        self._throttled.update(TopicPartition(*tp) for tp in partitions)
+
+    def is_throttled(self, tp: TopicPartition) -> bool:
+        return self._all or tp in self._throttled
+
+    def _purge(self, now: int) -> None:
+        horizon = now - self.num_windows * self.window_ms
+        while self._samples and self._samples[0][0] + self.window_ms <= horizon:
+            self._samples.pop(0)
+
+    def record(self, value: int) -> None:
+        now = self.clock.milliseconds()
+        self._purge(now)
+        if not self._samples or now >= self._samples[-1][0] + self.window_ms:
+            self._samples.append([now, 0])
+        self._samples[-1][1] += int(value)
+
+    def rate(self) -> float:
+        """Bytes per second over the retained windows."""
+        now = self.clock.milliseconds()
+        self._purge(now)
+        if not self._samples:
+            return 0.0
+        elapsed = now - self._samples[0][0]
+        elapsed = max(elapsed, (self.num_windows - 1) * self.window_ms)
+        return sum(s[1] for s in self._samples) * 1000.0 / elapsed
+
+    def is_quota_exceeded(self) -> bool:
+        return self.rate() > self.bound
+
+
+# --- metrics ------------------------------------------------------------------------------------
+class Meter:
+    """A counter named like Kafka's Yammer meters; rates are left to whoever samples ``count``."""
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def mark(self, n: int = 1) -> None:
+        self.count += n
+
+
+class FetcherStats:
+    """Kafka's ``FetcherStats``: ``RequestsPerSec`` and ``BytesPerSec`` per fetcher."""
+
+    def __init__(self) -> None:
+        self.request_rate = Meter()
+        self.byte_rate = Meter()
+
+    def metrics(self) -> dict[str, int]:
+        return {"RequestsPerSec": self.request_rate.count, "BytesPerSec": self.byte_rate.count}
+
+
+class FetcherLagMetrics:
+    """Kafka's ``FetcherLagMetrics``: the ``ConsumerLag`` gauge of one partition (−1 = unknown)."""
+
+    __slots__ = ("lag",)
+
+    def __init__(self) -> None:
+        self.lag = -1
+
+
+class FetcherLagStats:
+    """Per-partition lag gauges of one fetcher (Kafka's ``FetcherLagStats``)."""
+
+    def __init__(self) -> None:
+        self.stats: dict[TopicPartition, FetcherLagMetrics] = {}
+
+    def get_and_maybe_put(self, tp: TopicPartition) -> FetcherLagMetrics:
+        m = self.stats.get(tp)
+        if m is None:
+            m = self.stats[tp] = FetcherLagMetrics()
+        return m
+
+    def unregister(self, tp: TopicPartition | None = None) -> None:
+        if tp is None:
+            self.stats.clear()
+        else:
+            self.stats.pop(tp, None)
+
+    def max_lag(self) -> int:
+        """The largest lag, 0 when none is known (the fold behind the manager's ``MaxLag``)."""
+        return max(0, max((m.lag for m in self.stats.values()), default=0))
+
+
+class FailedPartitions:
+    """Partitions a fetcher gave up on until the next LeaderAndIsr (Kafka's ``FailedPartitions``):
+    storage errors, fencing by a leader of the same epoch, unexpected errors."""
+
+    def __init__(self) -> None:
+        self._set: set[TopicPartition] = set()
+
+    def add(self, tp: TopicPartition) -> None:
+        self._set.add(TopicPartition(*tp))
+
+    def remove_all(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self._set.discard(TopicPartition(*tp))
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._set
+
+    def __len__(self) -> int:
+        return len(self._set)
+
+    @property
+    def size(self) -> int:
+        return len(self._set)
+
+    def partitions(self) -> set[TopicPartition]:
+        return set(self._set)
+
+
+# --- the local replica, as the fetcher sees it -------------------------------------------------
+class _NothingAppended(NamedTuple):
+    """A LogAppendInfo-like answer for an empty fetch (Kafka appends an empty record set)."""
+
+    valid_bytes: int = 0
+    last_offset: int = -1
+    last_leader_epoch: int = -1
+
+
+_NOTHING_APPENDED = _NothingAppended()
+
+
+class _LocalReplica:
+    """The follower's own partitions, reached through its ``ReplicaManager``
+    (``ReplicaFetcherThread``'s ``replicaMgr.localLogOrException`` / ``getPartitionOrException``)."""
+
+    __slots__ = ("rm",)
+
+    def __init__(self, replica_manager: Any) -> None:
+        self.rm = replica_manager
+
+    def partition(self, tp: TopicPartition) -> Any:
+        p = self.rm.partition(tp)
+        if p is None:
+            raise NotLeaderOrFollowerError(f"no local replica of {tp}")
+        return p
+
+    def partition_and_log(self, tp: TopicPartition) -> tuple[Any, Any]:
+        """``getPartitionOrException`` and its ``localLogOrException``."""
+        p = self.rm.partition(tp)
+        lg = p.log if p is not None else None
+        if lg is None:
+            raise NotLeaderOrFollowerError(f"no local log for {tp}")
+        return p, lg
+
+    def log(self, tp: TopicPartition) -> Any:
+        lg = self.rm.local_log(tp)
+        if lg is None:
+            raise NotLeaderOrFollowerError(f"no local log for {tp}")
+        return lg
+
+    def latest_epoch(self, tp: TopicPartition) -> int | None:
+        """``UnifiedLog.latestEpoch``: None when the epoch cache is empty."""
+        lg = self.log(tp)
+        epoch = getattr(lg, "latest_epoch", None)
+        if epoch is None:
+            cache = getattr(lg, "leader_epoch_cache", None)
+            epoch = cache.latest_epoch if cache is not None else None
+        elif callable(epoch):
+            epoch = epoch()
+        return None if epoch is None or epoch < 0 else int(epoch)
+
+    def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None:
+        """``UnifiedLog.endOffsetForEpoch``: (epoch, end offset), None if undefined."""
+        lg = self.log(tp)
+        fn = getattr(lg, "end_offset_for_epoch", None)
+        if fn is not None:
+            return fn(epoch)
+        cache = getattr(lg, "leader_epoch_cache", None)
+        if cache is None:
+            return None
+        found_epoch, found_offset = cache.end_offset_for(epoch, lg.log_end_offset)
+        return None if found_offset < 0 else (int(found_epoch), int(found_offset))
+
+    def log_end_offset(self, tp: TopicPartition) -> int:
+        return int(self.log(tp).log_end_offset)
+
+    def log_start_offset(self, tp: TopicPartition) -> int:
+        return int(self.log(tp).log_start_offset)
+
+    def high_watermark(self, tp: TopicPartition) -> int:
+        return int(self.log(tp).high_watermark)
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        p = self.partition(tp)
+        fn = getattr(p, "truncate_to", None)
+        if fn is not None:
+            fn(offset)
+        else:
+            self.log(tp).truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
+        p = self.partition(tp)
+        fn = getattr(p, "truncate_fully_and_start_at", None)
+        if fn is not None:
+            fn(offset)
+        else:
+            self.log(tp).truncate_fully_and_start_at(offset)
+
+
+def _error_name(code: int) -> str:
+    try:
+        return Errors(code).name
+    except ValueError:
+        return f"error code {code}"
+
+
+class IllegalStateError(KafkaError):
+    """A fetcher invariant broken (Kafka's IllegalStateException); the partition is failed."""
+
+
+# --- the fetcher --------------------------------------------------------------------------------
+class ReplicaFetcher:
+    """Replicates the partitions this broker follows from one source broker (§7).
+
+    Partition fetch states live in a :class:`PartitionStates` ordered map; fetch requests list
+    ready partitions in its order, and a partition that received data, errored, or was (re)added
+    goes to the end, so no partition starves under the response byte limit (§7.3).
+    """
+
+    def __init__(self, fetcher_id: int, source_broker: int, leader_endpoint: LeaderEndPoint,
+                 replica_manager: Any, config: Any = None, *, clock: Clock,
+                 truncation: str | None = None, truncate_on_fetch: bool = True,
+                 quota: ReplicaQuota | None = None,
+                 failed_partitions: FailedPartitions | None = None) -> None:
+        if truncation is None:
+            truncation = truncation_mode_of(config)
+        if truncation not in TRUNCATION_MODES:
+            raise ValueError(f"truncation must be one of {TRUNCATION_MODES}, not {truncation!r}")
+        self.fetcher_id = fetcher_id
+        self.source_broker = source_broker
+        self.leader = leader_endpoint
+        self.replica_manager = replica_manager
+        self.config = FetcherConfig.of(config)
+        self.clock = clock
+        self.truncation = truncation
+        # isTruncationOnFetchSupported; never in the pre-0.11 high watermark mode.
+        self.truncate_on_fetch = truncate_on_fetch and truncation == TRUNCATION_LEADER_EPOCH
+        # isOffsetForLeaderEpochSupported
+        self.uses_leader_epochs = truncation == TRUNCATION_LEADER_EPOCH
+        self.quota: ReplicaQuota = quota if quota is not None else UnboundedReplicaQuota()
+        self.failed_partitions = failed_partitions if failed_partitions is not None \
+            else FailedPartitions()
+        self.partition_states: PartitionStates[TopicPartition, PartitionFetchState] = \
+            PartitionStates()
+        self.fetcher_stats = FetcherStats()
+        self.fetcher_lag_stats = FetcherLagStats()
+        self.partitions_with_new_high_watermark: list[TopicPartition] = []
+        self._local = _LocalReplica(replica_manager)
+        self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker}"
+
+    # -- identity -------------------------------------------------------------------------------
+    @property
+    def broker_id(self) -> int:
+        return int(self.replica_manager.broker_id)
+
+    @property
+    def broker_epoch(self) -> int:
+        return int(getattr(self.replica_manager, "broker_epoch", -1))
+
+    def __repr__(self) -> str:
+        return f"{self.name}({len(self.partition_states)} partitions)"
+
+    # -- partitions -----------------------------------------------------------------------------
+    def add_partitions(self, initial_fetch_states: Mapping[TopicPartition, InitialFetchState]
+                       ) -> set[TopicPartition]:
+        """Start (or keep) following partitions (``addPartitions``, §7.2).
+
+        An existing state with the same current leader epoch is kept as is; a new or re-epoched
+        partition gets its initial state (see :meth:`_initial_state`). Every added partition goes
+        to the end of the order and leaves the failed set. Errors from asking the leader for a
+        negative ``init_offset`` propagate, as in Kafka.
+        """
+        tps = [TopicPartition(*tp) for tp in initial_fetch_states]
+        self.failed_partitions.remove_all(tps)
+        for tp, ifs in zip(tps, initial_fetch_states.values(), strict=True):
+            current = self.partition_states.state_value(tp)
+            self.partition_states.update_and_move_to_end(tp, self._initial_state(tp, ifs, current))
+        return set(tps)
+
+    def _initial_state(self, tp: TopicPartition, ifs: InitialFetchState,
+                       current: PartitionFetchState | None) -> PartitionFetchState:
+        """``partitionFetchState``: keep a same-epoch state; ask the leader for a negative offset;
+        with truncation-on-fetch, Fetching at ``init_offset`` if the log has an epoch (Truncating
+        to the HW otherwise); without it — IBP 2.0–2.6, or the high watermark mode, where the
+        replica manager passes the local HW as ``init_offset`` — Truncating."""
+        if current is not None and current.current_leader_epoch == ifs.current_leader_epoch:
+            return current
+        if ifs.init_offset < 0:
+            return self._fetch_offset_and_truncate(tp, ifs.topic_id, ifs.current_leader_epoch)
+        if self.truncate_on_fetch:
+            last_fetched_epoch = self._local.latest_epoch(tp)
+            state = FETCHING if last_fetched_epoch is not None else TRUNCATING
+            return PartitionFetchState(ifs.init_offset, None, ifs.current_leader_epoch, None,
+                                       state, last_fetched_epoch, ifs.topic_id)
+        return PartitionFetchState(ifs.init_offset, None, ifs.current_leader_epoch, None,
+                                   TRUNCATING, None, ifs.topic_id)
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]
+                          ) -> dict[TopicPartition, PartitionFetchState]:
+        """Stop following ``tps``; returns the states they had (``removePartitions``)."""
+        removed = {}
+        for tp in tps:
+            tp = TopicPartition(*tp)
+            state = self.partition_states.state_value(tp)
+            self.partition_states.remove(tp)
+            self.fetcher_lag_stats.unregister(tp)
+            if state is not None:
+                removed[tp] = state
+        return removed
+
+    def remove_all_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
+        """Stop following everything; returns the states (used when resizing the pool)."""
+        return self.remove_partitions(list(self.partition_states))
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partition_states)
+
+    @property
+    def partitions(self) -> set[TopicPartition]:
+        return set(self.partition_states)
+
+    def fetch_state(self, tp: TopicPartition) -> PartitionFetchState | None:
+        return self.partition_states.state_value(TopicPartition(*tp))
+
+    def shutdown(self) -> None:
+        """Drop metrics; a stepped fetcher has no thread to stop."""
+        self.fetcher_lag_stats.unregister()
+
+    # -- the loop -------------------------------------------------------------------------------
+    def do_work(self) -> bool:
+        """One iteration: ``maybe_truncate()`` then ``maybe_fetch()`` (§7.4), then complete the
+        leader-side delayed fetches whose HW moved here (``ReplicaFetcherThread.doWork``).
+
+        Returns True if a fetch request was sent. False is where Kafka's thread waits
+        ``replica.fetch.backoff.ms`` (or until partitions are added) before the next iteration.
+        """
+        self.maybe_truncate()
+        sent = self.maybe_fetch()
+        self._complete_delayed_fetch_requests()
+        return sent
+
+    def next_deadline_ms(self) -> int | None:
+        """When a delayed partition next becomes due (the earliest ``delay_until_ms`` still in the
+        future), so a driver whose ``do_work`` found nothing to do knows when to call again;
+        None if no partition is delayed."""
+        now = self.clock.milliseconds()
+        due = [st.delay_until_ms for st in self.partition_states.partition_state_values()
+               if st.delay_until_ms is not None and st.delay_until_ms > now]
+        return min(due) if due else None
+
+    def _complete_delayed_fetch_requests(self) -> None:
+        if self.partitions_with_new_high_watermark:
+            fn = getattr(self.replica_manager, "complete_delayed_fetch_requests", None)
+            if fn is not None:
+                fn(list(self.partitions_with_new_high_watermark))
+            self.partitions_with_new_high_watermark.clear()
+
+    # -- truncation -----------------------------------------------------------------------------
+    def _truncating_partitions(self) -> tuple[dict[TopicPartition, OffsetForLeaderPartition],
+                                              list[TopicPartition]]:
+        """``fetchTruncatingPartitions``: Truncating partitions with a latest epoch (ask the
+        leader) and without one (truncate to the high watermark)."""
+        now = self.clock.milliseconds()
+        with_epochs: dict[TopicPartition, OffsetForLeaderPartition] = {}
+        without: list[TopicPartition] = []
+        for tp, state in self.partition_states.items():
+            if not state.is_truncating(now):
+                continue
+            epoch = self._local.latest_epoch(tp) if self.uses_leader_epochs else None
+            if epoch is not None:
+                with_epochs[tp] = OffsetForLeaderPartition(tp, epoch, state.current_leader_epoch)
+            else:
+                without.append(tp)
+        return with_epochs, without
+
+    def maybe_truncate(self) -> None:
+        """Truncate the partitions in Truncating state (§7.4): by leader epoch end offsets
+        (one OffsetsForLeaderEpoch round) or, without an epoch, to the high watermark."""
+        with_epochs, without = self._truncating_partitions()
+        if with_epochs:
+            request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
+            answers: Mapping[TopicPartition, EpochEndOffset] | BaseException
+            try:
+                answers = self.leader.fetch_epoch_end_offsets(request)
+            except Exception as e:  # transport failure: every partition errors, retried later
+                answers = e
+            self.process_epoch_response(request, answers)
+        if without:
+            self.truncate_to_high_watermark(without)
+
+    def build_epoch_request(self) -> OffsetsForLeaderEpochRequest | None:
+        """The OffsetsForLeaderEpoch request :meth:`maybe_truncate` would send (None if no
+        Truncating partition has an epoch). Drivers also call :meth:`truncate_to_high_watermark`."""
+        with_epochs, _ = self._truncating_partitions()
+        if not with_epochs:
+            return None
+        return OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
+
+    def process_epoch_response(
+        self, request: OffsetsForLeaderEpochRequest,
+        answers: Mapping[TopicPartition, EpochEndOffset] | BaseException,
+    ) -> None:
+        """``truncateToEpochEndOffsets`` after the leader answered (or failed: every partition
+        gets that error). Answers for partitions removed or re-epoched meanwhile are dropped."""
+        requested = {p.tp: p for p in request.partitions}
+        if isinstance(answers, BaseException):
+            code = answers.code if isinstance(answers, KafkaError) else Errors.UNKNOWN_SERVER_ERROR
+            answers = {tp: EpochEndOffset(code, NO_EPOCH, -1) for tp in requested}
+        current: dict[TopicPartition, EpochEndOffset] = {}
+        for tp, answer in answers.items():
+            tp = TopicPartition(*tp)
+            sent = requested.get(tp)
+            state = self.partition_states.state_value(tp)
+            if sent is None:
+                log.warning("%s: leader answered for %s, which was not requested", self.name, tp)
+                continue
+            if state is not None and sent.current_leader_epoch == state.current_leader_epoch:
+                current[tp] = answer
+        fetch_offsets, errors = self._maybe_truncate_to_epoch_end_offsets(current, requested)
+        self._delay_partitions(errors, self.config.backoff_ms)
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+
+    def _truncate_on_fetch_response(self, diverging: Mapping[TopicPartition, EpochEndOffset]
+                                    ) -> None:
+        """Truncation driven by diverging-epoch fetch answers (§4.6, ``truncateOnFetchResponse``)."""
+        fetch_offsets, errors = self._maybe_truncate_to_epoch_end_offsets(diverging, {})
+        self._delay_partitions(errors, self.config.backoff_ms)
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+
+    def truncate_to_high_watermark(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """``truncateToHighWatermark``: truncate to the fetch offset, which for a partition in this
+        state is the local HW it started from; the partition then fetches (§4.7). ``tps`` defaults
+        to the Truncating partitions without an epoch."""
+        if tps is None:
+            tps = self._truncating_partitions()[1]
+        fetch_offsets: dict[TopicPartition, OffsetTruncationState] = {}
+        for tp in tps:
+            state = self.partition_states.state_value(tp)
+            if state is None:
+                continue
+            ts = OffsetTruncationState(state.fetch_offset, True)
+            log.info("%s: truncating %s to its high watermark %d", self.name, tp, ts.offset)
+            if self._do_truncate(tp, ts):
+                fetch_offsets[tp] = ts
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+
+    def _maybe_truncate_to_epoch_end_offsets(
+        self, fetched: Mapping[TopicPartition, EpochEndOffset],
+        requested: Mapping[TopicPartition, OffsetForLeaderPartition],
+    ) -> tuple[dict[TopicPartition, OffsetTruncationState], list[TopicPartition]]:
+        """Per answer: NONE → truncate to the §4.5 point; FENCED → ``onPartitionFenced``;
+        any other error → retry after the backoff."""
+        fetch_offsets: dict[TopicPartition, OffsetTruncationState] = {}
+        errors: list[TopicPartition] = []
+        for tp, answer in fetched.items():
+            if tp not in self.partition_states:
+                continue
+            if answer.error_code == Errors.NONE:
+                ts = self._offset_truncation_state(tp, answer)
+                log.info("%s: truncating %s to %s for leader answer %s", self.name, tp, ts, answer)
+                if self._do_truncate(tp, ts):
+                    fetch_offsets[tp] = ts
+            elif answer.error_code == Errors.FENCED_LEADER_EPOCH:
+                sent = requested.get(tp)
+                if self._on_partition_fenced(tp, sent.current_leader_epoch if sent else None):
+                    errors.append(tp)
+            else:
+                log.info("%s: retrying epoch request for %s after %s", self.name, tp,
+                         _error_name(answer.error_code))
+                errors.append(tp)
+        return fetch_offsets, errors
+
+    def _offset_truncation_state(self, tp: TopicPartition, answer: EpochEndOffset
+                                 ) -> OffsetTruncationState:
+        """``getOffsetTruncationState`` (§4.5), via :mod:`replica_core.fetcher.truncation`."""
+        state = self.partition_states.state_value(tp)
+        assert state is not None
+        return offset_truncation_state(
+            answer.leader_epoch, answer.end_offset, self._local.log_end_offset(tp),
+            state.fetch_offset, lambda epoch: self._local.end_offset_for_epoch(tp, epoch))
+
+    def _do_truncate(self, tp: TopicPartition, ts: OffsetTruncationState) -> bool:
+        """Truncate the local log; a failure marks the partition failed (``doTruncate``)."""
+        try:
+            self._truncate(tp, ts)
+            return True
+        except Exception:
+            log.exception("%s: failed to truncate %s at %d", self.name, tp, ts.offset)
+            self._mark_partition_failed(tp)
+            return False
+
+    def _truncate(self, tp: TopicPartition, ts: OffsetTruncationState) -> None:
+        """``ReplicaFetcherThread.truncate`` (warns when cutting below the local HW)."""
+        hw = self._local.high_watermark(tp)
+        self._local.truncate(tp, ts.offset)
+        if ts.offset < hw:
+            log.warning("%s: truncated %s to %d, below its high watermark %d",
+                        self.name, tp, ts.offset, hw)
+
+    def _update_fetch_offset_and_maybe_mark_truncation_complete(
+            self, fetch_offsets: Mapping[TopicPartition, OffsetTruncationState]) -> None:
+        """After truncating: fetch offset := truncation point, last fetched epoch := the log's
+        latest epoch, Fetching if truncation-on-fetch or truncation complete, else stay Truncating
+        for another epoch round (KIP-279).
+
+        Kafka rebuilds its map here with ``set`` (which regroups partitions by topic); the states
+        are updated in place instead, keeping each partition's position.
+        """
+        for tp, ts in fetch_offsets.items():
+            current = self.partition_states.state_value(tp)
+            if current is None:
+                continue
+            state = FETCHING if (self.truncate_on_fetch or ts.complete) else TRUNCATING
+            latest = self._local.latest_epoch(tp) if self.uses_leader_epochs else None
+            self.partition_states.update(tp, current.updated(
+                fetch_offset=ts.offset, state=state, last_fetched_epoch=latest))
+
+    def _on_partition_fenced(self, tp: TopicPartition, request_epoch: int | None) -> bool:
+        """``onPartitionFenced``: if the request carried this partition's current leader epoch the
+        follower itself is behind → mark failed until a new LeaderAndIsr (False); if its epoch has
+        moved on since, retry later (True)."""
+        state = self.partition_states.state_value(tp)
+        if state is None:
+            return False
+        if request_epoch is not None and request_epoch != NO_EPOCH \
+                and request_epoch == state.current_leader_epoch:
+            log.info("%s: %s is fenced at epoch %d; awaiting new leader state",
+                     self.name, tp, state.current_leader_epoch)
+            self._mark_partition_failed(tp)
+            return False
+        return True
+
+    def _mark_partition_failed(self, tp: TopicPartition) -> None:
+        self.failed_partitions.add(tp)
+        self.remove_partitions([tp])
+        log.warning("%s: partition %s marked as failed", self.name, tp)
+
+    def _delay_partitions(self, tps: Iterable[TopicPartition], delay_ms: int) -> None:
+        """``delayPartitions``: back off each partition not already delayed, moving it last."""
+        now = self.clock.milliseconds()
+        for tp in tps:
+            state = self.partition_states.state_value(tp)
+            if state is not None and not state.is_delayed(now):
+                self.partition_states.update_and_move_to_end(tp, state.delayed(now, delay_ms))
+
+    # -- out of range (§4.8) --------------------------------------------------------------------
+    def _fetch_offset_and_truncate(self, tp: TopicPartition, topic_id: str | None,
+                                   current_leader_epoch: int) -> PartitionFetchState:
+        """``fetchOffsetAndTruncate``: leader LEO below ours → truncate to it (unclean election;
+        any remaining divergence is not repaired here); else start at max(leader LSO, our LEO),
+        truncating fully first if the leader's log starts past our end."""
+        replica_end = self._local.log_end_offset(tp)
+        leader_end = self.leader.fetch_latest_offset(tp, current_leader_epoch).offset
+        if leader_end < replica_end:
+            log.warning("%s: resetting %s from %d to the leader's end offset %d",
+                        self.name, tp, replica_end, leader_end)
+            self._truncate(tp, OffsetTruncationState(leader_end, True))
+            self.fetcher_lag_stats.get_and_maybe_put(tp).lag = 0
+            return PartitionFetchState(leader_end, 0, current_leader_epoch, None, FETCHING,
+                                       self._latest_epoch_if_used(tp), topic_id)
+        leader_start = self.leader.fetch_earliest_offset(tp, current_leader_epoch).offset
+        offset_to_fetch = max(leader_start, replica_end)
+        if leader_start > replica_end:
+            log.warning("%s: truncating %s fully and starting at the leader's start offset %d",
+                        self.name, tp, leader_start)
+            self._local.truncate_fully_and_start_at(tp, leader_start)
+        initial_lag = leader_end - offset_to_fetch
+        self.fetcher_lag_stats.get_and_maybe_put(tp).lag = initial_lag
+        return PartitionFetchState(offset_to_fetch, initial_lag, current_leader_epoch, None,
+                                   FETCHING, self._latest_epoch_if_used(tp), topic_id)
+
+    def _latest_epoch_if_used(self, tp: TopicPartition) -> int | None:
+        return self._local.latest_epoch(tp) if self.uses_leader_epochs else None
+
+    def _handle_out_of_range(self, tp: TopicPartition, state: PartitionFetchState,
+                             request_epoch: int | None) -> bool:
+        """``handleOutOfRangeError``: True when handled (or fenced for good), False to back off."""
+        try:
+            new_state = self._fetch_offset_and_truncate(tp, state.topic_id,
+                                                        state.current_leader_epoch)
+        except FencedLeaderEpochError:
+            return self._on_partition_fenced(tp, request_epoch)
+        except (UnknownTopicOrPartitionError, UnknownLeaderEpochError,
+                NotLeaderOrFollowerError) as e:
+            log.info("%s: could not fetch offset for %s: %s", self.name, tp, e)
+            return False
+        except Exception:
+            log.exception("%s: error getting offset for %s", self.name, tp)
+            return False
+        self.partition_states.update_and_move_to_end(tp, new_state)
+        return True
+
+    # -- fetching -------------------------------------------------------------------------------
+    def build_fetch(self) -> tuple[FetchRequest | None, list[TopicPartition]]:
+        """The fetch request for the ready partitions, in fair order (§7.5), and the partitions
+        whose local log could not be read (already delayed by ``replica.fetch.backoff.ms``, as
+        ``maybeFetch`` does right after ``buildFetch``). None when there is nothing to fetch."""
+        now = self.clock.milliseconds()
+        cfg = self.config
+        send_epoch = self.truncate_on_fetch
+        local_log = self.replica_manager.local_log
+        quota = self.quota
+        parts: list[FetchPartition] = []
+        errors: list[TopicPartition] = []
+        for tp, st in self.partition_states.items():
+            if st.state is not FETCHING or (st.delay_until_ms is not None
+                                            and st.delay_until_ms > now):
+                continue
+            # Only out-of-sync replicas of throttled partitions are throttled, and only while the
+            # quota is exceeded, to avoid ISR thrashing (shouldFollowerThrottle).
+            if not (st.lag is not None and st.lag <= 0) and quota.is_throttled(tp) \
+                    and quota.is_quota_exceeded():
+                continue
+            try:
+                lg = local_log(tp)
+                if lg is None:
+                    raise NotLeaderOrFollowerError(f"no local log for {tp}")
+                log_start = lg.log_start_offset
+            except KafkaError:
+                errors.append(tp)
+                continue
+            lfe = st.last_fetched_epoch
+            parts.append(FetchPartition(
+                tp, st.fetch_offset, cfg.fetch_max_bytes, log_start, st.current_leader_epoch,
+                lfe if send_epoch and lfe is not None else NO_EPOCH))
+        if errors:
+            self._delay_partitions(errors, cfg.backoff_ms)
+        if not parts:
+            return None, errors
+        request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
+                               cfg.response_max_bytes, tuple(parts), self.broker_epoch)
+        return request, errors
+
+    def maybe_fetch(self) -> bool:
+        """Build, send and process one fetch (``maybeFetch``); False if there was nothing to send."""
+        request, _ = self.build_fetch()
+        if request is None:
+            return False
+        response: FetchResponse | BaseException
+        try:
+            response = self.leader.fetch(request)
+        except Exception as e:
+            response = e
+        self.process_fetch_response(request, response)
+        return True
+
+    def process_fetch_response(self, request: FetchRequest,
+                               response: FetchResponse | BaseException) -> None:
+        """``processFetchRequest`` (§7.6).
+
+        A failed request (an exception, or a top-level error code) delays every partition. Per
+        partition, an answer is used only if the partition is still here, still Fetching and not
+        delayed, and its fetch offset is the one requested; otherwise it is stale and ignored.
+        Diverging-epoch answers are truncated on after the loop and their records and HW ignored
+        (KAFKA-14704); errored partitions are then delayed by ``replica.fetch.backoff.ms``.
+        """
+        self.fetcher_stats.request_rate.mark()
+        errors: dict[TopicPartition, None] = {}
+        diverging: dict[TopicPartition, EpochEndOffset] = {}
+        if isinstance(response, BaseException) or response.error_code != Errors.NONE:
+            log.warning("%s: error in response for fetch request: %r", self.name,
+                        response if isinstance(response, BaseException) else
+                        _error_name(response.error_code))
+            errors = dict.fromkeys(self.partition_states)
+        else:
+            now = self.clock.milliseconds()
+            sent = {p.tp: p for p in request.partitions}
+            for pd in response.partitions:
+                tp = pd.tp
+                current = self.partition_states.state_value(tp)
+                if current is None:
+                    continue
+                fp = sent.get(tp)
+                if fp is None or fp.fetch_offset != current.fetch_offset \
+                        or not current.is_ready_for_fetch(now):
+                    continue
+                self._process_partition_response(tp, current, fp, pd, errors, diverging)
+        if diverging:
+            self._truncate_on_fetch_response(diverging)
+        if errors:
+            self._delay_partitions(errors, self.config.backoff_ms)
+
+    def _process_partition_response(self, tp: TopicPartition, current: PartitionFetchState,
+                                    fp: FetchPartition, pd: FetchPartitionResponse,
+                                    errors: dict[TopicPartition, None],
+                                    diverging: dict[TopicPartition, EpochEndOffset]) -> None:
+        code = pd.error_code
+        request_epoch = fp.current_leader_epoch if fp.current_leader_epoch != NO_EPOCH else None
+        if code == Errors.NONE:
+            try:
+                de = pd.diverging_epoch
+                if self.truncate_on_fetch and de is not None and de.leader_epoch >= 0:
+                    diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
+                    return
+                info = self.process_partition_data(tp, current.fetch_offset, pd)
+                valid_bytes = info.valid_bytes
+                next_offset = info.last_offset + 1 if valid_bytes > 0 else current.fetch_offset
+                lag = max(0, pd.high_watermark - next_offset)
+                self.fetcher_lag_stats.get_and_maybe_put(tp).lag = lag
+                if (valid_bytes > 0 or current.lag is None) and tp in self.partition_states:
+                    lle = info.last_leader_epoch
+                    last_fetched_epoch = lle if lle is not None and lle >= 0 \
+                        else current.last_fetched_epoch
+                    self.partition_states.update_and_move_to_end(tp, PartitionFetchState(
+                        next_offset, lag, current.current_leader_epoch, None, FETCHING,
+                        last_fetched_epoch, current.topic_id))
+                    if valid_bytes > 0:
+                        self.fetcher_stats.byte_rate.mark(valid_bytes)
+            except (CorruptRecordError, InvalidRecordError):
+                # Possibly transient (a torn read on the leader): retry after the backoff.
+                log.exception("%s: invalid records for %s at %d", self.name, tp,
+                              current.fetch_offset)
+                errors[tp] = None
+            except KafkaStorageError:
+                log.exception("%s: storage error for %s", self.name, tp)
+                self._mark_partition_failed(tp)
+            except Exception:
+                log.exception("%s: unexpected error processing %s at %d", self.name, tp,
+                              current.fetch_offset)
+                self._mark_partition_failed(tp)
+        elif code == Errors.OFFSET_OUT_OF_RANGE:
+            if not self._handle_out_of_range(tp, current, request_epoch):
+                errors[tp] = None
+        elif code == Errors.FENCED_LEADER_EPOCH:
+            if self._on_partition_fenced(tp, request_epoch):
+                errors[tp] = None
+        else:
+            # UNKNOWN_LEADER_EPOCH (the leader has not caught up with the epoch yet),
+            # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+            # INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR and anything else: back off and retry.
+            log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
+                      self.source_broker)
+            errors[tp] = None
+
+    def process_partition_data(self, tp: TopicPartition, fetch_offset: int,
+                               pd: FetchPartitionResponse) -> Any:
+        """``ReplicaFetcherThread.processPartitionData`` (§7.7): check the fetch offset is our
+        LEO, append as follower, HW := min(leader HW, own LEO) (it may go down), adopt the
+        leader's log start offset (forward only), account throttled bytes. Returns the
+        LogAppendInfo (an empty one when the leader sent no records)."""
+        partition, lg = self._local.partition_and_log(tp)
+        leo = lg.log_end_offset
+        if fetch_offset != leo:
+            raise IllegalStateError(
+                f"offset mismatch for {tp}: fetched offset = {fetch_offset}, log end offset = {leo}")
+        records = pd.records
+        size = records.nbytes if isinstance(records, memoryview) else len(records)
+        info = partition.append_records_to_follower(records) if size else _NOTHING_APPENDED
+        # Both updates below are no-ops when the values already match; skip the calls then.
+        before = lg.high_watermark
+        if pd.high_watermark != before:
+            partition.update_follower_high_watermark(pd.high_watermark)
+            if lg.high_watermark != before:
+                self.partitions_with_new_high_watermark.append(tp)
+        if pd.log_start_offset > lg.log_start_offset:
+            lg.maybe_increment_log_start_offset(pd.log_start_offset)
+        if size and self.quota.is_throttled(tp):
+            self.quota.record(size)
+        return info
+
+    # -- metrics --------------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """``RequestsPerSec``/``BytesPerSec`` counts and per-partition ``ConsumerLag``."""
+        out: dict[str, Any] = self.fetcher_stats.metrics()
+        out["ConsumerLag"] = {tp: m.lag for tp, m in self.fetcher_lag_stats.stats.items()}
+        return out

@@ -1,0 +1,525 @@
+"""Append-time validation and leader offset assignment (§2.2-§2.4, errors per §2.9).
+
+``analyze_and_validate`` is ``UnifiedLog.analyzeAndValidateRecords`` (every origin, before the
+log lock); ``trim_invalid_bytes`` is ``trimInvalidBytes``; ``validate_and_assign_offsets`` is
+``LogValidator.validateMessagesAndAssignOffsets`` for a topic on message format v2. Batch headers
+come from one scan-kernel call; record-level checks run in ``check_records`` and the in-place
+rewrite in ``stamp_batch``, so the common paths do no per-record Python work. Only a rebuild
+(codec change, out-of-order inner offsets, legacy input) walks records in Python, as Kafka
+rebuilds with a ``MemoryRecordsBuilder``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from replica_core.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    OffsetsOutOfOrderError,
+    RecordTooLargeError,
+    RecordValidationError,
+)
+from replica_core.records.batch import (
+    BATCH_OVERHEAD,
+    MAX_FRAME_SIZE,
+    _corrupt_frame_message,
+    _view,
+    kernels,
+)
+from replica_core.records.builder import (
+    ATTR_CONTROL,
+    ATTR_LOG_APPEND_TIME,
+    ATTR_TRANSACTIONAL,
+    assemble_batch,
+    encode_record,
+    timestamp_type_of,
+)
+from replica_core.records.compression import CODEC_NAMES, NONE, codec_id, decompress
+from replica_core.records.legacy import LegacyBatch
+from replica_core.records.record import NO_TIMESTAMP
+from replica_core.records.varint import encode_varint
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
+
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "ORIGINS",
+    "LogAppendInfo",
+    "ValidationResult",
+    "analyze_and_validate",
+    "trim_invalid_bytes",
+    "validate_and_assign_offsets",
+]
+
+DEFAULT_MAX_MESSAGE_BYTES = 1048588     # max.message.bytes
+ORIGINS = ("client", "replication", "coordinator")
+LONG_MAX = 2**63 - 1
+# The attribute bits computeAttributes() writes: codec, timestamp type, transactional,
+# control, delete horizon (bits 7-15 are dropped whenever Kafka rewrites the attributes).
+_KEPT_ATTRIBUTES = 0x77
+
+C = kernels
+
+
+@dataclass
+class LogAppendInfo:
+    """What ``analyze_and_validate`` learns from the headers (``LogAppendInfo.java``).
+
+    The log updates ``first_offset``, ``last_offset``, ``max_timestamp``,
+    ``shallow_offset_of_max_timestamp`` and ``log_append_time`` after offset assignment.
+    """
+
+    first_offset: int
+    last_offset: int
+    last_leader_epoch: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int
+    source_compression: str
+    valid_bytes: int
+    shallow_count: int
+    num_records: int
+    last_offset_of_first_batch: int
+    offsets_monotonic: bool
+
+    @property
+    def first_or_last_offset_of_first_batch(self) -> int:
+        """``firstOffset`` if known (v2), else the first batch's last offset."""
+        return self.first_offset if self.first_offset >= 0 else self.last_offset_of_first_batch
+
+    @property
+    def num_messages(self) -> int:
+        """``lastOffset - firstOffset + 1``: an upper bound (offsets may have gaps)."""
+        return self.last_offset - self.first_offset + 1
+
+
+@dataclass
+class ValidationResult:
+    """The leader's validated records and where their offsets and timestamps ended up.
+
+    ``log_append_time`` is ``now_ms`` on a LogAppendTime topic, else -1 (the value the log
+    puts in ``LogAppendInfo.logAppendTime``); ``shallow_offset_of_max_timestamp`` is the last
+    offset of the (single, v2) batch.
+    """
+
+    buffer: bytes
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    shallow_offset_of_max_timestamp: int
+    log_append_time: int
+    message_size_maybe_changed: bool
+    num_records: int
+
+
+def _check_origin(origin: str) -> None:
+    if origin not in ORIGINS:
+        raise ValueError(f"unknown append origin {origin!r}; expected one of {ORIGINS}")
+
+
+# --- §2.2 ------------------------------------------------------------------------------------
+def analyze_and_validate(buffer: Buffer, origin: str, *,
+                         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                         ignore_record_size: bool = False) -> LogAppendInfo:
+    """Header-level checks of an append, in Kafka's order for each batch: client batches (v2)
+    must have baseOffset 0 (``InvalidRecordError``), size <= ``max_message_bytes`` unless
+    ignored (``RecordTooLargeError``), valid CRC and size >= 61 (``CorruptRecordError``). A
+    corrupt frame raises ``CorruptRecordError``; a partial trailing batch is left out of
+    ``valid_bytes``. For ``origin == "replication"`` (the follower path) offsets must increase
+    from batch to batch (``OffsetsOutOfOrderError``).
+    """
+    _check_origin(origin)
+    mv = _view(buffer)
+    headers, valid_bytes, stop = kernels.scan_batches(mv, 0, -1, True, MAX_FRAME_SIZE)
+    n = len(headers)
+    magic = headers[:, C.COL_MAGIC]
+    size = headers[:, C.COL_SIZE]
+    base = headers[:, C.COL_BASE_OFFSET]
+    v2 = magic >= 2
+    last = np.where(v2 & (size >= BATCH_OVERHEAD), base + headers[:, C.COL_LAST_OFFSET_DELTA], base)
+    codecs = headers[:, C.COL_ATTRIBUTES] & 0x07
+
+    # The first batch failing any check raises that check's error (checks in Kafka's order).
+    bad_base = v2 & (base != 0) if origin == "client" else np.zeros(n, dtype=bool)
+    too_large = size > max_message_bytes if not ignore_record_size else np.zeros(n, dtype=bool)
+    corrupt = headers[:, C.COL_CRC_OK] != 1
+    bad_codec = codecs > 4
+    failing = np.flatnonzero(bad_base | too_large | corrupt | bad_codec)
+    if len(failing):
+        i = int(failing[0])
+        if bad_base[i]:
+            raise InvalidRecordError(
+                "The baseOffset of the record batch in the append should be 0, but it is "
+                f"{int(base[i])}")
+        if too_large[i]:
+            raise RecordTooLargeError(
+                f"The record batch size in the append is {int(size[i])} bytes which exceeds "
+                f"the maximum configured value of {max_message_bytes}.")
+        if corrupt[i]:
+            raise CorruptRecordError(
+                f"Record is corrupt (stored crc = {int(headers[i, C.COL_CRC])})")
+        codec_id(int(codecs[i]))  # raises UnsupportedCompressionTypeError
+    if stop == C.STOP_CORRUPT:
+        raise CorruptRecordError(_corrupt_frame_message(mv, int(valid_bytes)))
+
+    monotonic = bool(np.all(np.diff(last, prepend=-1) > 0)) if n else True
+    if origin == "replication" and not monotonic:
+        raise OffsetsOutOfOrderError(
+            f"Out of order offsets found in append to the follower: {last.tolist()[:20]}")
+
+    max_ts = headers[:, C.COL_MAX_TIMESTAMP].copy()
+    counts = headers[:, C.COL_RECORD_COUNT].copy()
+    legacy_rows = np.flatnonzero(~v2)
+    for i in legacy_rows.tolist():
+        lb = LegacyBatch(mv, int(headers[i, C.COL_POSITION]), int(size[i]))
+        max_ts[i] = _legacy_shallow_timestamp(lb)
+        counts[i] = _legacy_count(lb)
+
+    max_timestamp, shallow = NO_TIMESTAMP, -1
+    if n and max_ts.max() > NO_TIMESTAMP:
+        j = int(np.argmax(max_ts))  # first batch holding the max: ties keep the earliest
+        max_timestamp, shallow = int(max_ts[j]), int(last[j])
+    nonzero = np.flatnonzero(codecs)
+    source = CODEC_NAMES[int(codecs[nonzero[-1]])] if len(nonzero) else "none"
+    return LogAppendInfo(
+        first_offset=int(base[0]) if n and v2[0] else -1,
+        last_offset=int(last[-1]) if n else -1,
+        last_leader_epoch=int(headers[-1, C.COL_PARTITION_LEADER_EPOCH]) if n else -1,
+        max_timestamp=max_timestamp,
+        shallow_offset_of_max_timestamp=shallow,
+        log_append_time=NO_TIMESTAMP,
+        source_compression=source,
+        valid_bytes=int(valid_bytes),
+        shallow_count=n,
+        num_records=int(counts.sum()) if n else 0,
+        last_offset_of_first_batch=int(last[0]) if n else -1,
+        offsets_monotonic=monotonic,
+    )
+
+
+def _legacy_shallow_timestamp(lb: LegacyBatch) -> int:
+    try:
+        return lb.max_timestamp
+    except InvalidRecordError:
+        return NO_TIMESTAMP
+
+
+def _legacy_count(lb: LegacyBatch) -> int:
+    """1 for a plain message; a wrapper's inner count when it decodes (else 1)."""
+    if lb.attributes & 0x07 == 0:
+        return 1
+    try:
+        return lb.record_count
+    except (InvalidRecordError, CorruptRecordError):
+        return 1
+
+
+# --- §2.3 ------------------------------------------------------------------------------------
+def trim_invalid_bytes(buffer: Buffer, info: LogAppendInfo) -> memoryview | bytes:
+    """The first ``info.valid_bytes`` of ``buffer`` (drops a partial trailing batch);
+    ``CorruptRecordError`` if ``valid_bytes < 0``."""
+    if info.valid_bytes < 0:
+        raise CorruptRecordError(
+            f"Cannot append record batch with illegal length {info.valid_bytes}")
+    mv = _view(buffer)
+    if info.valid_bytes == len(mv):
+        return buffer if isinstance(buffer, (bytes, memoryview)) else mv
+    return mv[:info.valid_bytes]
+
+
+# --- §2.4 ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Topic:
+    """The topic settings and request context the record checks need."""
+
+    next_offset: int
+    leader_epoch: int
+    now: int
+    log_append: bool
+    before: int
+    after: int
+    compacted: bool
+    client: bool
+    max_message_bytes: int
+
+    def bad_timestamp(self, ts: np.ndarray) -> np.ndarray:
+        now = np.int64(self.now)
+        with np.errstate(over="ignore"):
+            return (ts != -1) & (((now - ts) > self.before) | ((ts - now) > self.after))
+
+
+def validate_and_assign_offsets(
+        buffer: Buffer, next_offset: int, leader_epoch: int, now_ms: int, *,
+        timestamp_type: str = "create", max_timestamp_difference_ms: int = LONG_MAX,
+        timestamp_before_max_ms: int | None = None, timestamp_after_max_ms: int | None = None,
+        target_compression: str = "producer", compacted: bool = False, origin: str = "client",
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> ValidationResult:
+    """The leader's validation and offset assignment (``LogValidator``, §2.4).
+
+    Offsets start at ``next_offset`` (the LEO). Uncompressed v2 input, and compressed input
+    whose codec equals the target with inner offsets 0..n-1, is rewritten in place (base
+    offset, leader epoch, timestamp type and max timestamp, CRC). Anything else is rebuilt with
+    the target codec (``"producer"`` keeps the producer's), and the rebuilt batch is checked
+    against ``max_message_bytes`` (``RecordTooLargeError``). Batch rules raise
+    ``InvalidRecordError``; record rules (compacted topics need keys, CreateTime bounds,
+    producer-set LogAppendTime) raise ``RecordValidationError`` wrapping
+    ``InvalidTimestampError`` if any timestamp failed, else ``InvalidRecordError``.
+    """
+    _check_origin(origin)
+    before = max_timestamp_difference_ms if timestamp_before_max_ms is None \
+        else timestamp_before_max_ms
+    after = max_timestamp_difference_ms if timestamp_after_max_ms is None \
+        else timestamp_after_max_ms
+    topic = _Topic(int(next_offset), int(leader_epoch), int(now_ms),
+                   timestamp_type_of(timestamp_type), int(before), int(after), bool(compacted),
+                   origin == "client", int(max_message_bytes))
+    mv = _view(buffer)
+    headers, valid_bytes, stop = kernels.scan_batches(mv, 0, -1, False, MAX_FRAME_SIZE)
+    if stop == C.STOP_CORRUPT:
+        raise CorruptRecordError(_corrupt_frame_message(mv, int(valid_bytes)))
+    if len(headers) == 0:
+        raise InvalidRecordError("Record batch has no batches at all")
+    codecs = [codec_id(int(c) & 0x07) for c in headers[:, C.COL_ATTRIBUTES].tolist()]
+    source = next((c for c in reversed(codecs) if c != NONE), NONE)
+    target = source if target_compression == "producer" else codec_id(target_compression)
+    first = headers[0]
+    magics = headers[:, C.COL_MAGIC]
+
+    if source == NONE and target == NONE and bool(np.all(magics == 2)):
+        _check_single_batch(headers, source)
+        _validate_batch(first, first, topic)
+        return _assign_v2(mv, first, topic, target, in_place_allowed=True, compressed_path=False)
+
+    _check_single_batch(headers, source)
+    if int(first[C.COL_MAGIC]) == 2:
+        _validate_batch(first, first, topic)
+        in_place = source == target or (source == NONE and _is_control(first))
+        return _assign_v2(mv, first, topic, target, in_place_allowed=in_place,
+                          compressed_path=True)
+    return _convert_legacy(mv, headers, topic, target)
+
+
+def _is_control(row: np.ndarray) -> bool:
+    return bool(int(row[C.COL_ATTRIBUTES]) & ATTR_CONTROL)
+
+
+def _check_single_batch(headers: np.ndarray, source: int) -> None:
+    if len(headers) > 1 and (int(headers[0, C.COL_MAGIC]) >= 2 or source != NONE):
+        raise InvalidRecordError("Compressed outer record has more than one batch")
+
+
+def _validate_batch(first: np.ndarray, row: np.ndarray, topic: _Topic) -> None:
+    """``LogValidator.validateBatch``: same magic as the first batch; client rules for v2."""
+    if int(row[C.COL_MAGIC]) != int(first[C.COL_MAGIC]):
+        raise InvalidRecordError(
+            f"Batch magic {int(row[C.COL_MAGIC])} is not the same as the first batch's magic "
+            f"byte {int(first[C.COL_MAGIC])}")
+    if not topic.client or int(row[C.COL_MAGIC]) < 2:
+        return
+    if int(row[C.COL_SIZE]) < BATCH_OVERHEAD:
+        raise CorruptRecordError(f"Record batch size {int(row[C.COL_SIZE])} is less than 61")
+    base = int(row[C.COL_BASE_OFFSET])
+    count_from_offsets = int(row[C.COL_LAST_OFFSET_DELTA]) + 1
+    count = int(row[C.COL_RECORD_COUNT])
+    if count_from_offsets <= 0:
+        raise InvalidRecordError(
+            f"Batch has an invalid offset range: [{base}, {base + count_from_offsets - 1}]")
+    if count <= 0:
+        raise InvalidRecordError(f"Invalid reported count for record batch: {count}")
+    if count_from_offsets != count:
+        raise InvalidRecordError(
+            f"Inconsistent batch offset range [{base}, {base + count_from_offsets - 1}] and "
+            f"count of records {count}")
+    if _is_control(row):
+        raise InvalidRecordError("Clients are not allowed to write control records")
+    if int(row[C.COL_PRODUCER_ID]) >= 0 and int(row[C.COL_BASE_SEQUENCE]) < 0:
+        raise InvalidRecordError(
+            f"Invalid sequence number {int(row[C.COL_BASE_SEQUENCE])} in record batch with "
+            f"producerId {int(row[C.COL_PRODUCER_ID])}")
+
+
+def _raise_record_errors(key_errors: np.ndarray, ts_errors: np.ndarray, producer_lat: bool,
+                         topic: _Topic) -> None:
+    """``processRecordErrors``: all failing records of the batch, in one exception."""
+    errors: list[tuple[int, str]] = []
+    any_ts = False
+    for i in np.flatnonzero(key_errors | ts_errors).tolist():
+        if key_errors[i]:
+            errors.append((i, "Compacted topic cannot accept message without key"))
+        else:
+            any_ts = True
+            if producer_lat:
+                errors.append((i, "Invalid timestamp type in message. Producer should not set "
+                                  "timestamp type to LogAppendTime."))
+            else:
+                errors.append((i, f"Timestamp is out of range. The timestamp should be within "
+                                  f"[{topic.now - topic.before}, {topic.now + topic.after}]"))
+    if not errors:
+        return
+    if any_ts:
+        cause: InvalidRecordError | InvalidTimestampError = InvalidTimestampError(
+            "One or more records have been rejected due to invalid timestamp")
+    else:
+        cause = InvalidRecordError("One or more records have been rejected")
+    raise RecordValidationError(cause, errors)
+
+
+def _check_v2_records(area: Buffer, start: int, end: int, row: np.ndarray,
+                      topic: _Topic) -> tuple[int, bool]:
+    """§2.4 record checks of one v2 batch via the kernel: ``(max_timestamp, offsets_in_order)``.
+
+    In a batch flagged LogAppendTime every record's timestamp reads as the batch's
+    maxTimestamp, so the timestamp rule is decided once for all records.
+    """
+    count = int(row[C.COL_RECORD_COUNT])
+    base_ts = int(row[C.COL_BASE_TIMESTAMP])
+    producer_lat = bool(int(row[C.COL_ATTRIBUTES]) & ATTR_LOG_APPEND_TIME)
+    check_ts = not topic.log_append and not producer_lat
+    max_ts, _, first_error, _, in_order = kernels.check_records(
+        area, start, end, count, base_ts, topic.now, topic.before, topic.after, check_ts,
+        topic.compacted)
+    all_ts_bad = False
+    if producer_lat:
+        max_ts = int(row[C.COL_MAX_TIMESTAMP]) if count else NO_TIMESTAMP
+        if topic.log_append or max_ts == NO_TIMESTAMP:
+            all_ts_bad = True   # "Producer should not set timestamp type to LogAppendTime"
+        else:
+            all_ts_bad = bool(topic.bad_timestamp(np.array([max_ts], dtype=np.int64))[0])
+    if (first_error >= 0 or all_ts_bad) and count:
+        cols = kernels.decode_records(area, start, end, count, 0, base_ts)
+        key_errors = (cols[:, 3] < 0) if topic.compacted else np.zeros(count, dtype=bool)
+        if producer_lat:
+            ts_errors = np.full(count, all_ts_bad)
+        elif check_ts:
+            ts_errors = topic.bad_timestamp(cols[:, 1])
+        else:
+            ts_errors = np.zeros(count, dtype=bool)
+        _raise_record_errors(key_errors, ts_errors & ~key_errors,
+                             producer_lat and (topic.log_append or max_ts == NO_TIMESTAMP), topic)
+    return max(int(max_ts), NO_TIMESTAMP), bool(in_order)
+
+
+def _assign_v2(mv: memoryview, row: np.ndarray, topic: _Topic, target: int, *,
+               in_place_allowed: bool, compressed_path: bool) -> ValidationResult:
+    pos, size = int(row[C.COL_POSITION]), int(row[C.COL_SIZE])
+    if size < BATCH_OVERHEAD:
+        raise CorruptRecordError(f"Record batch size {size} is less than 61")
+    attributes = int(row[C.COL_ATTRIBUTES])
+    source = attributes & 0x07
+    batch_view = mv[pos:pos + size]
+    if source:
+        area: Buffer = decompress(source, batch_view[BATCH_OVERHEAD:])
+        start, end = 0, len(area)
+    else:
+        area, start, end = batch_view, BATCH_OVERHEAD, size
+    max_ts, in_order = _check_v2_records(area, start, end, row, topic)
+    count = int(row[C.COL_RECORD_COUNT])
+    in_place = in_place_allowed
+    if compressed_path and not (in_order and int(row[C.COL_BASE_OFFSET]) == 0):
+        in_place = False   # "Some older clients do not implement the V1 internal offsets"
+    if not in_place:
+        return _rebuild_v2(area, start, end, row, topic, target)
+
+    last_offset = topic.next_offset + count - 1
+    new_max = topic.now if topic.log_append else max_ts
+    new_attributes = attributes
+    if bool(attributes & ATTR_LOG_APPEND_TIME) != topic.log_append or \
+            int(row[C.COL_MAX_TIMESTAMP]) != new_max:
+        new_attributes = (attributes & _KEPT_ATTRIBUTES & ~ATTR_LOG_APPEND_TIME) | (
+            ATTR_LOG_APPEND_TIME if topic.log_append else 0)
+    out = bytearray(batch_view)
+    kernels.stamp_batch(out, 0, last_offset - int(row[C.COL_LAST_OFFSET_DELTA]),
+                        topic.leader_epoch, new_attributes, new_max)
+    return ValidationResult(
+        buffer=bytes(out), first_offset=topic.next_offset, last_offset=last_offset,
+        max_timestamp=new_max, shallow_offset_of_max_timestamp=last_offset,
+        log_append_time=topic.now if topic.log_append else NO_TIMESTAMP,
+        message_size_maybe_changed=False, num_records=count)
+
+
+def _rebuild_v2(area: Buffer, start: int, end: int, row: np.ndarray, topic: _Topic,
+                target: int) -> ValidationResult:
+    """``buildRecordsAndAssignOffsets``: the records re-encoded with fresh offsets and the
+    target codec; producer fields (and the control flag) kept from the input batch."""
+    count = int(row[C.COL_RECORD_COUNT])
+    base_ts = int(row[C.COL_BASE_TIMESTAMP])
+    cols = kernels.decode_records(area, start, end, count, 0, base_ts)
+    amv = _view(area)
+    if int(row[C.COL_ATTRIBUTES]) & ATTR_LOG_APPEND_TIME:
+        timestamps = [int(row[C.COL_MAX_TIMESTAMP])] * count
+    else:
+        timestamps = cols[:, 1].tolist()
+    records = [(
+        None if kl < 0 else amv[kp:kp + kl],
+        None if vl < 0 else amv[vp:vp + vl],
+        encode_varint(hc) + bytes(amv[hp:rec_end]),
+    ) for _, _, kp, kl, vp, vl, hp, hc, rec_end in cols.tolist()]
+    attributes = int(row[C.COL_ATTRIBUTES]) & (ATTR_TRANSACTIONAL | ATTR_CONTROL)
+    return _build_result(records, timestamps, attributes, int(row[C.COL_PRODUCER_ID]),
+                         int(row[C.COL_PRODUCER_EPOCH]), int(row[C.COL_BASE_SEQUENCE]), topic,
+                         target)
+
+
+def _build_result(records: list, timestamps: list[int], attributes: int, producer_id: int,
+                  producer_epoch: int, base_sequence: int, topic: _Topic,
+                  target: int) -> ValidationResult:
+    n = len(records)
+    first_ts = timestamps[0] if n else NO_TIMESTAMP
+    area = bytearray()
+    for i, (key, value, header_section) in enumerate(records):
+        delta = (timestamps[i] - first_ts + 2**63) % 2**64 - 2**63
+        encode_record(area, i, delta, key, value, header_section)
+    max_ts = max([NO_TIMESTAMP, *timestamps])
+    attributes |= target
+    if topic.log_append:
+        attributes |= ATTR_LOG_APPEND_TIME
+    batch_max = topic.now if topic.log_append else max_ts
+    last_offset = topic.next_offset + n - 1
+    built = assemble_batch(
+        area, count=n, base_offset=topic.next_offset, partition_leader_epoch=topic.leader_epoch,
+        attributes=attributes, last_offset_delta=max(n - 1, 0), base_timestamp=first_ts,
+        max_timestamp=batch_max, producer_id=producer_id, producer_epoch=producer_epoch,
+        base_sequence=base_sequence)
+    if len(built) > topic.max_message_bytes:
+        raise RecordTooLargeError(
+            f"Message batch size is {len(built)} bytes which exceeds the maximum configured "
+            f"size of {topic.max_message_bytes}.")
+    return ValidationResult(
+        buffer=built, first_offset=topic.next_offset, last_offset=last_offset,
+        max_timestamp=batch_max, shallow_offset_of_max_timestamp=last_offset,
+        log_append_time=topic.now if topic.log_append else NO_TIMESTAMP,
+        message_size_maybe_changed=True, num_records=n)
+
+
+def _convert_legacy(mv: memoryview, headers: np.ndarray, topic: _Topic,
+                    target: int) -> ValidationResult:
+    """v0/v1 input converted to one v2 batch (``convertAndAssignOffsetsNonCompressed`` and the
+    rebuild of ``validateMessagesAndAssignOffsetsCompressed``)."""
+    first = headers[0]
+    records: list = []
+    timestamps: list[int] = []
+    for row in headers:
+        _validate_batch(first, row, topic)
+        lb = LegacyBatch(mv, int(row[C.COL_POSITION]), int(row[C.COL_SIZE]))
+        batch_records = list(lb.records(check_crc=lb.compression_id != NONE))
+        ts = np.array([r.timestamp for r in batch_records], dtype=np.int64)
+        key_errors = np.array([r.key is None for r in batch_records], dtype=bool) \
+            if topic.compacted else np.zeros(len(ts), dtype=bool)
+        producer_lat = lb.timestamp_type == "log_append"
+        if not topic.log_append:
+            ts_errors = topic.bad_timestamp(ts)
+            lat_errors = (ts == NO_TIMESTAMP) & producer_lat
+        else:
+            ts_errors = np.zeros(len(ts), dtype=bool)
+            lat_errors = np.full(len(ts), producer_lat)
+        _raise_record_errors(key_errors, (ts_errors | lat_errors) & ~key_errors,
+                             bool(lat_errors.any()), topic)
+        for r in batch_records:
+            records.append((r.key, r.value, b"\x00"))
+            timestamps.append(r.timestamp)
+    return _build_result(records, timestamps, 0, -1, -1, -1, topic, target)

@@ -1,0 +1,700 @@
+"""One partition on one broker: leader and follower roles, HW, ISR changes (KAFKA_SEMANTICS §6).
+
+Kafka's ``Partition.scala``. The leader-side state of every partition a broker leads lives in the
+broker's :class:`~replica_core.replication.state.ReplicaStateTable`; a ``Partition`` holds its row
+index there (``row``, −1 while not leading) and applies the §6 rules through the table's kernels
+(follower fetch update, HW, ISR expansion check). What the table does not hold — the log, the
+leader and partition epochs, the assignment and the in-flight AlterPartition — lives here.
+
+Who calls what: :class:`~replica_core.replication.replica_manager.ReplicaManager` owns the
+partitions, the table and the purgatories; a ``Partition`` reaches them through ``manager``.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from replica_core.errors import (
+    Errors,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    UnexpectedAppendOffsetError,
+    UnknownLeaderEpochError,
+    for_code,
+)
+from replica_core.replication.messages import (
+    LEADER_RECOVERY_RECOVERED,
+    NO_EPOCH,
+    NO_LEADER,
+    UNDEFINED_EPOCH_OFFSET,
+    AlterPartitionItem,
+    AlterPartitionResult,
+    EpochEndOffset,
+    LeaderAndIsrPartitionState,
+    TopicPartition,
+)
+from replica_core.replication.state import NO_BROKER_EPOCH, IsrState
+
+if TYPE_CHECKING:
+    from replica_core.replication.replica_manager import ReplicaManager
+
+ISOLATION_LOG_END = "log_end"
+ISOLATION_HIGH_WATERMARK = "high_watermark"
+ISOLATION_TXN_COMMITTED = "txn_committed"
+
+# AlterPartition errors after which the leader stays pending until new metadata (§6.7).
+_STAY_PENDING = frozenset({
+    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.UNKNOWN_TOPIC_ID, Errors.FENCED_LEADER_EPOCH,
+    Errors.INVALID_UPDATE_VERSION, Errors.INVALID_REQUEST, Errors.NEW_LEADER_ELECTED})
+_REVERT = frozenset({Errors.OPERATION_NOT_ATTEMPTED, Errors.INELIGIBLE_REPLICA})
+
+
+class LogReadInfo(NamedTuple):
+    """Partition.readRecords' answer: the read (None when diverging) and the offsets captured
+    BEFORE the read (§3.5), so later appends never hide a follower's progress."""
+
+    fetched: Any  # storage FetchDataInfo, or None with a diverging epoch
+    diverging_epoch: EpochEndOffset | None
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+    last_stable_offset: int
+
+
+class AppendResult(NamedTuple):
+    """appendRecordsToLeader's answer: the storage LogAppendInfo and whether the HW moved."""
+
+    info: Any
+    hw_incremented: bool
+
+
+class OffsetSnapshot(NamedTuple):
+    """fetchOffsetSnapshot for DelayedFetch: LEO, HW and last stable offset as metadata."""
+
+    log_end_offset: Any
+    high_watermark: Any
+    last_stable_offset: Any
+
+
+def _optional_epoch(epoch: int) -> int | None:
+    """Kafka's ``optionalEpoch``: a request epoch < 0 means "not given"."""
+    return epoch if epoch >= 0 else None
+
+
+class Partition:
+    """Kafka's ``Partition`` for ``tp`` on broker ``manager.broker_id``."""
+
+    def __init__(self, tp: TopicPartition, manager: ReplicaManager) -> None:
+        self.tp = tp
+        self.manager = manager
+        self.broker_id = manager.broker_id
+        self.log: Any = None
+        self.leader_id: int = NO_LEADER
+        self.leader_epoch: int = NO_EPOCH
+        self.partition_epoch: int = -1
+        self.controller_epoch: int = 0
+        self.leader_epoch_start_offset: int | None = None
+        self.replicas: tuple[int, ...] = ()
+        self.adding_replicas: tuple[int, ...] = ()
+        self.removing_replicas: tuple[int, ...] = ()
+        self.leader_recovery_state = LEADER_RECOVERY_RECOVERED
+        self.topic_id: str | None = None
+        self.row = -1  # index in the manager's ReplicaStateTable while leading
+        self._slot_of: dict[int, int] = {}  # follower id -> slot in the table row
+        self._pending: AlterPartitionItem | None = None  # in-flight AlterPartition
+        self._pending_shrunk: tuple[int, ...] = ()
+
+    def __repr__(self) -> str:
+        return (f"Partition({self.tp}, leader={self.leader_id}, epoch={self.leader_epoch}, "
+                f"isr={self.isr}, hw={self.high_watermark}, leo={self.log_end_offset})")
+
+    # ---- views -------------------------------------------------------------------------------
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR, sorted (empty on a follower: Kafka clears it in makeFollower)."""
+        return sorted(self.manager.table.isr(self.row)) if self.row >= 0 else []
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """Committed ISR plus a pending expansion; the old ISR while a shrink is pending."""
+        return sorted(self.manager.table.maximal_isr(self.row)) if self.row >= 0 else []
+
+    @property
+    def isr_state(self) -> IsrState:
+        if self.row < 0:
+            return IsrState.COMMITTED
+        return IsrState(int(self.manager.table.isr_state[self.row]))
+
+    @property
+    def pending_alter_partition(self) -> AlterPartitionItem | None:
+        return self._pending
+
+    @property
+    def high_watermark(self) -> int:
+        if self.row >= 0:
+            return int(self.manager.table.hw[self.row])
+        return int(self.log.high_watermark) if self.log is not None else -1
+
+    @property
+    def log_end_offset(self) -> int:
+        return int(self.log.log_end_offset) if self.log is not None else -1
+
+    @property
+    def log_start_offset(self) -> int:
+        return int(self.log.log_start_offset) if self.log is not None else -1
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """The topic's ``min.insync.replicas`` when its LogConfig sets one (a value other than
+        Kafka's default 1), else the broker's (Kafka builds topic configs over broker defaults)."""
+        cfg = getattr(self.log, "config", None)
+        value = getattr(cfg, "min_insync_replicas", None)
+        if value is not None and int(value) != 1:
+            return int(value)
+        return self.manager.config.min_insync_replicas
+
+    def effective_min_isr(self) -> int:
+        """min(min.insync.replicas, assigned replicas) (Partition.effectiveMinIsr)."""
+        return min(self.min_insync_replicas, max(1, len(self.replicas)))
+
+    @property
+    def is_under_replicated(self) -> bool:
+        """Leader with an ISR smaller than the replication factor (isUnderReplicated)."""
+        n = len(self.replicas) - len(self.adding_replicas)
+        return self.is_leader and n - len(self.isr) > 0
+
+    @property
+    def is_under_min_isr(self) -> bool:
+        return self.is_leader and self.row >= 0 and len(self.isr) < self.effective_min_isr()
+
+    @property
+    def is_at_min_isr(self) -> bool:
+        return self.is_leader and self.row >= 0 and len(self.isr) == self.effective_min_isr()
+
+    def replica(self, broker_id: int) -> Any:
+        """The leader-side state of follower ``broker_id`` (a ReplicaView), or None."""
+        if self.row < 0:
+            return None
+        try:
+            return self.manager.table.partition(self.row).replica(broker_id)
+        except KeyError:
+            return None
+
+    # ---- leader / follower transitions -------------------------------------------------------
+    def make_leader(self, state: LeaderAndIsrPartitionState) -> tuple[bool, bool]:
+        """Partition.makeLeader (§6.1); (became leader now, HW moved).
+
+        A state with an older partition epoch is skipped. On a new leader epoch the epoch cache
+        gets (epoch, LEO) at once (KAFKA-7415) and every follower's fetch state is reset
+        (Replica.resetReplicaState); the HW keeps the log's value, it is not recomputed.
+        """
+        if state.partition_epoch < self.partition_epoch:
+            return False, False
+        manager = self.manager
+        table = manager.table
+        now = manager.clock.milliseconds()
+        self.controller_epoch = state.controller_epoch
+        is_new_leader = not self.is_leader
+        is_new_leader_epoch = state.leader_epoch > self.leader_epoch
+        self._set_assignment(state)
+        self.leader_recovery_state = LEADER_RECOVERY_RECOVERED  # RECOVERING is treated as RECOVERED
+        log = self._ensure_log(state)
+        leo = int(log.log_end_offset)
+        isr = [int(b) for b in state.isr]
+        self._pending = None
+        self._pending_shrunk = ()
+        manager._forget_unsent_alter_partition(self.tp)
+        eligible = manager.eligible_replicas(self.replicas)
+        if self.row < 0:
+            # Followers start unknown; ISR members count as caught up from now (§6.1 step 5).
+            self.row = table.add_partition(
+                self.replicas, isr, leader_epoch=state.leader_epoch, now_ms=now,
+                leader_leo=leo, hw=min(max(int(log.high_watermark), 0), leo),
+                min_isr=self.min_insync_replicas, eligible=eligible)
+            manager._register_row(self)
+        else:
+            table.set_assignment(self.row, self.replicas, isr, eligible)
+            table.leader_leo[self.row] = leo
+            table.min_isr[self.row] = self.min_insync_replicas
+            if is_new_leader_epoch:
+                table.start_leader_epoch(self.row, state.leader_epoch, now,
+                                         new_leader=is_new_leader)
+        followers = [b for b in self.replicas if b != self.broker_id]
+        self._slot_of = {b: r for r, b in enumerate(followers, start=1)}
+        if is_new_leader_epoch:
+            _assign_epoch_start(log, state.leader_epoch, leo)
+            self.leader_epoch = state.leader_epoch
+            self.leader_epoch_start_offset = leo
+        self.partition_epoch = state.partition_epoch
+        self.leader_id = self.broker_id
+        return is_new_leader, self.maybe_increment_leader_hw(now)
+
+    def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
+        """Partition.makeFollower (§7.10); True iff the leader epoch increased (restart fetcher).
+
+        The ISR is cleared locally, the remote-replica state dropped and the epoch start offset
+        forgotten; truncation is the fetcher's job (or the manager's in high_watermark mode).
+        """
+        if state.partition_epoch < self.partition_epoch:
+            return False
+        self.controller_epoch = state.controller_epoch
+        is_new_leader_epoch = state.leader_epoch > self.leader_epoch
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.leader_epoch_start_offset = None
+        self.partition_epoch = state.partition_epoch
+        self._set_assignment(state)
+        self.leader_recovery_state = state.leader_recovery_state
+        self._drop_leader_state()
+        self._ensure_log(state)
+        return is_new_leader_epoch
+
+    def _set_assignment(self, state: LeaderAndIsrPartitionState) -> None:
+        self.replicas = tuple(int(b) for b in state.replicas)
+        self.adding_replicas = tuple(int(b) for b in state.adding_replicas)
+        self.removing_replicas = tuple(int(b) for b in state.removing_replicas)
+        if state.topic_id:
+            self.topic_id = state.topic_id
+
+    def _ensure_log(self, state: LeaderAndIsrPartitionState | None = None) -> Any:
+        if self.log is None:
+            self.log = self.manager._get_or_create_log(
+                self.tp, is_new=bool(state.is_new) if state else False,
+                topic_id=state.topic_id if state else None)
+        return self.log
+
+    def _drop_leader_state(self) -> None:
+        self._pending = None
+        self._pending_shrunk = ()
+        self.manager._forget_unsent_alter_partition(self.tp)
+        self._slot_of = {}
+        if self.row >= 0:
+            self.manager._unregister_row(self)
+            self.manager.table.remove_partition(self.row)
+            self.row = -1
+
+    def stop(self) -> None:
+        """Forget leadership and leader-side state (StopReplica / partition removal)."""
+        self.leader_id = NO_LEADER
+        self._drop_leader_state()
+
+    # ---- epoch fencing (KIP-320) -------------------------------------------------------------
+    def check_current_leader_epoch(self, current_leader_epoch: int) -> Errors:
+        """FENCED_LEADER_EPOCH if the request's epoch is older, UNKNOWN_LEADER_EPOCH if newer
+        (Partition.checkCurrentLeaderEpoch); a request epoch < 0 is not checked."""
+        if current_leader_epoch < 0:
+            return Errors.NONE
+        if self.leader_epoch > current_leader_epoch:
+            return Errors.FENCED_LEADER_EPOCH
+        if self.leader_epoch < current_leader_epoch:
+            return Errors.UNKNOWN_LEADER_EPOCH
+        return Errors.NONE
+
+    def local_log_or_error(self, current_leader_epoch: int, require_leader: bool) -> Any:
+        """getLocalLog: the log, or an Errors code (fencing first, then leadership)."""
+        error = self.check_current_leader_epoch(current_leader_epoch)
+        if error != Errors.NONE:
+            return error
+        if require_leader and not self.is_leader:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        if self.log is None:
+            return Errors.NOT_LEADER_OR_FOLLOWER
+        return self.log
+
+    def local_log_with_epoch_or_raise(self, current_leader_epoch: int, require_leader: bool) -> Any:
+        """localLogWithEpochOrThrow."""
+        log = self.local_log_or_error(current_leader_epoch, require_leader)
+        if isinstance(log, Errors):
+            raise for_code(log, f"{self.tp}: {log.name} (request epoch {current_leader_epoch}, "
+                                f"local epoch {self.leader_epoch}, leader {self.leader_id})")
+        return log
+
+    # ---- leader append -----------------------------------------------------------------------
+    def append_records_to_leader(self, records: bytes | memoryview, *, required_acks: int,
+                                 origin: str = "client") -> AppendResult:
+        """Partition.appendRecordsToLeader (§6.8).
+
+        With acks=−1 the COMMITTED ISR must reach the effective min ISR before anything is
+        written (NotEnoughReplicasError); acks 0/1 ignore min ISR. After the append the HW may
+        advance (the ISR may be the leader alone).
+        """
+        if not self.is_leader or self.row < 0 or self.log is None:
+            raise NotLeaderOrFollowerError(
+                f"Leader not local for partition {self.tp} on broker {self.broker_id}")
+        table = self.manager.table
+        row = self.row
+        if required_acks == -1:
+            isr_size = int(table.in_isr[row].sum())
+            min_isr = self.effective_min_isr()
+            if isr_size < min_isr:
+                raise NotEnoughReplicasError(
+                    f"The size of the current ISR {self.isr} is insufficient to satisfy the "
+                    f"min.isr requirement of {min_isr} for partition {self.tp}")
+        info = _append_as_leader(self.log, records, self.leader_epoch, origin)
+        table.leader_leo[row] = self.log.log_end_offset
+        return AppendResult(info, self.maybe_increment_leader_hw())
+
+    # ---- follower append ---------------------------------------------------------------------
+    def append_records_to_follower(self, records: bytes | memoryview) -> Any:
+        """Partition.appendRecordsToFollowerOrFutureReplica (§2.5).
+
+        If the local log is empty (LEO == log start) and the leader's first batch straddles the
+        LEO (its log start offset fell inside a batch), restart the log at the batch's first
+        offset and append again.
+        """
+        log = self.log
+        if log is None:
+            raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
+        try:
+            return log.append_as_follower(records)
+        except UnexpectedAppendOffsetError as e:
+            leo = int(log.log_end_offset)
+            if leo == int(log.log_start_offset) and e.first_offset < leo <= e.last_offset:
+                log.truncate_fully_and_start_at(e.first_offset)
+                return log.append_as_follower(records)
+            raise
+
+    def update_follower_high_watermark(self, leader_hw: int) -> int:
+        """A follower adopts the leader's HW, clamped to [log start, LEO]; the new HW.
+
+        Kafka's ``log.updateHighWatermark`` in processPartitionData: it may move backwards.
+        """
+        if self.log is None:
+            raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
+        before = int(self.log.high_watermark)
+        hw = self.log.update_high_watermark(int(leader_hw))
+        hw = int(self.log.high_watermark) if hw is None else int(hw)
+        if hw != before:
+            self.manager._on_follower_hw_changed(self.tp)
+        return hw
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower truncation (keep offsets < ``offset``)."""
+        if self.log is None:
+            raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
+        self.log.truncate_to(int(offset))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        if self.log is None:
+            raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
+        self.log.truncate_fully_and_start_at(int(offset))
+
+    # ---- reads -------------------------------------------------------------------------------
+    def follower_slot_or_raise(self, replica_id: int, current_leader_epoch: int) -> int:
+        """followerReplicaOrThrow: the follower's slot in the state table.
+
+        A replica outside the assignment gets UNKNOWN_LEADER_EPOCH when the request names an
+        epoch (the pair is not yet known here), else NOT_LEADER_OR_FOLLOWER.
+        """
+        slot = self._slot_of.get(replica_id, -1)
+        if slot < 1:
+            cls = UnknownLeaderEpochError if current_leader_epoch >= 0 else NotLeaderOrFollowerError
+            raise cls(f"Replica {replica_id} is not recognized as a valid replica of {self.tp} "
+                      f"in leader epoch {self.leader_epoch}")
+        return slot
+
+    def read_records(self, log: Any, fetch_offset: int, current_leader_epoch: int,
+                     last_fetched_epoch: int, max_bytes: int, isolation: str,
+                     min_one_message: bool, *, epoch_checked: bool = False) -> LogReadInfo:
+        """Partition.readRecords (§3.5).
+
+        Offsets are captured before the read. With a last fetched epoch: an epoch lookup error
+        is raised, an undefined answer is OFFSET_OUT_OF_RANGE, a fetch offset below the log start
+        is OFFSET_OUT_OF_RANGE even when diverging (KAFKA-12996), and a diverging epoch returns
+        no records, only ``diverging_epoch``. ``epoch_checked``: the caller has just passed
+        ``current_leader_epoch`` through the fencing check, so the epoch lookup skips it.
+        """
+        hw = log.high_watermark
+        log_start = log.log_start_offset
+        leo = log.log_end_offset
+        last_stable = hw  # no transactions: the last stable offset is the HW
+        if last_fetched_epoch >= 0:
+            if epoch_checked:
+                found = _end_offset_for_epoch(log, last_fetched_epoch)
+                end = (EpochEndOffset(Errors.NONE, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+                       if found is None else EpochEndOffset(Errors.NONE, found[0], found[1]))
+            else:
+                end = self.last_offset_for_leader_epoch(current_leader_epoch, last_fetched_epoch,
+                                                        fetch_only_from_leader=False)
+            if end.error_code != Errors.NONE:
+                raise for_code(end.error_code)
+            if end.end_offset == UNDEFINED_EPOCH_OFFSET or end.leader_epoch == NO_EPOCH:
+                raise OffsetOutOfRangeError(
+                    f"Could not determine the end offset of the last fetched epoch "
+                    f"{last_fetched_epoch} for {self.tp}")
+            if fetch_offset < log_start:
+                raise OffsetOutOfRangeError(
+                    f"Received request for offset {fetch_offset} for partition {self.tp}, but we "
+                    f"only have log segments in the range {log_start} to {leo}.")
+            if end.leader_epoch < last_fetched_epoch or end.end_offset < fetch_offset:
+                return LogReadInfo(None, EpochEndOffset(Errors.NONE, end.leader_epoch,
+                                                        end.end_offset),
+                                   hw, log_start, leo, last_stable)
+        fetched = log.read(fetch_offset, max_bytes, isolation=_storage_isolation(isolation),
+                           min_one_message=min_one_message)
+        return LogReadInfo(fetched, None, hw, log_start, leo, last_stable)
+
+    def fetch_offset_snapshot(self, current_leader_epoch: int, fetch_only_leader: bool
+                              ) -> OffsetSnapshot:
+        """fetchOffsetSnapshot: LEO, HW (and last stable offset) metadata for DelayedFetch."""
+        log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_leader)
+        leo = _leo_metadata(log)
+        hw = _hw_metadata(log)
+        return OffsetSnapshot(leo, hw, hw)
+
+    # ---- follower fetch state (§6.2) ---------------------------------------------------------
+    def update_follower_fetch_state(self, slot: int, fetch_offset: int, follower_log_start: int,
+                                    fetch_time_ms: int, leader_end_offset: int,
+                                    broker_epoch: int = -1) -> bool:
+        """Partition.updateFollowerFetchState through the state table's kernel (§6.2).
+
+        Then: maybe expand the ISR; if the follower's LEO changed, maybe advance the HW; if the
+        HW moved, complete delayed produce/fetch. Never called for a diverging read
+        (KAFKA-13141). True iff the HW moved.
+        """
+        table = self.manager.table
+        changed = table.kernels.follower_fetch(self.row, slot, fetch_offset, follower_log_start,
+                                               fetch_time_ms, leader_end_offset, broker_epoch)
+        return self.after_follower_fetch(slot, bool(changed), fetch_time_ms)
+
+    def after_follower_fetch(self, slot: int, leo_changed: bool, now_ms: int) -> bool:
+        """The part of updateFollowerFetchState after the replica state update."""
+        self.maybe_expand_isr(slot)
+        if leo_changed and self.maybe_increment_leader_hw(now_ms):
+            self.manager._on_leader_hw_incremented(self.tp)
+            return True
+        return False
+
+    # ---- HW (§6.4) ---------------------------------------------------------------------------
+    def maybe_increment_leader_hw(self, now_ms: int | None = None) -> bool:
+        """maybeIncrementLeaderHW through the table's kernel; True iff the HW moved.
+
+        The kernel refuses while the ISR is under min ISR (KAFKA-15583), takes the min LEO over
+        the maximal ISR and the caught-up eligible non-ISR followers, and never goes back.
+        """
+        if self.row < 0:
+            return False
+        table = self.manager.table
+        if now_ms is None:
+            now_ms = self.manager.clock.milliseconds()
+        if not table.kernels.maybe_increment_hw(self.row, now_ms, table.replica_lag_time_max_ms):
+            return False
+        _push_high_watermark(self.log, int(table.hw[self.row]))
+        return True
+
+    # ---- ISR expansion / shrink (§6.5-§6.6) --------------------------------------------------
+    def maybe_expand_isr(self, slot: int) -> AlterPartitionItem | None:
+        """maybeExpandIsr: propose adding the follower in ``slot`` (PendingExpandIsr).
+
+        Needs no AlterPartition in flight, the follower eligible and outside the ISR, and its
+        LEO ≥ HW and ≥ the leader epoch's start offset (KAFKA-7128) — the kernel's check.
+        """
+        table = self.manager.table
+        if self.row < 0 or not table.kernels.can_expand_isr(self.row, slot):
+            return None
+        new_id = int(table.replica_id[self.row, slot])
+        new_isr = self._ordered(set(self.isr) | {new_id})
+        table.prepare_isr_expand(self.row, slot)
+        return self._submit(new_isr, shrunk=())
+
+    def maybe_shrink_isr(self, now_ms: int | None = None,
+                         slots: Sequence[int] | None = None) -> AlterPartitionItem | None:
+        """maybeShrinkIsr: propose removing out-of-sync ISR followers (PendingShrinkIsr).
+
+        ``slots`` may carry the out-of-sync slots already computed by the all-partitions kernel;
+        the maximal ISR stays the old ISR until the controller accepts.
+        """
+        if self.row < 0 or not self.is_leader:
+            return None
+        table = self.manager.table
+        if slots is None:
+            if now_ms is None:
+                now_ms = self.manager.clock.milliseconds()
+            slots = table.out_of_sync_slots(self.row, now_ms)
+        if not slots or table.isr_state[self.row] != IsrState.COMMITTED:
+            return None
+        out = {int(table.replica_id[self.row, r]) for r in slots}
+        new_isr = self._ordered(set(self.isr) - out)
+        table.prepare_isr_shrink(self.row, [int(r) for r in slots])
+        return self._submit(new_isr, shrunk=tuple(sorted(out)))
+
+    def _ordered(self, ids: set[int]) -> tuple[int, ...]:
+        return tuple(b for b in self.replicas if b in ids)
+
+    def _submit(self, new_isr: tuple[int, ...], shrunk: tuple[int, ...]) -> AlterPartitionItem:
+        table = self.manager.table
+        epochs = []
+        for b in new_isr:
+            if b == self.broker_id:
+                epochs.append(int(self.manager.broker_epoch))
+            else:
+                r = self._slot_of.get(b, -1)
+                e = int(table.broker_epoch[self.row, r]) if r > 0 else NO_BROKER_EPOCH
+                epochs.append(-1 if e == NO_BROKER_EPOCH else e)
+        item = AlterPartitionItem(self.tp, self.leader_epoch, new_isr, self.partition_epoch,
+                                  self.leader_recovery_state, tuple(epochs))
+        self._pending = item
+        self._pending_shrunk = shrunk
+        self.manager._submit_alter_partition(item)
+        return item
+
+    def handle_alter_partition_result(self, result: AlterPartitionResult) -> bool:
+        """The controller's answer to our in-flight AlterPartition (§6.7); True iff HW moved.
+
+        Ignored unless an AlterPartition is in flight. Success with our leader epoch and a
+        partition epoch not older than ours commits the returned ISR; errors either revert to
+        the last committed ISR (OPERATION_NOT_ATTEMPTED, INELIGIBLE_REPLICA), stay pending until
+        new metadata (UNKNOWN_TOPIC_OR_PARTITION, FENCED_LEADER_EPOCH, ...), or retry.
+        """
+        item = self._pending
+        if item is None or self.row < 0 or not self.is_leader:
+            return False
+        manager = self.manager
+        table = manager.table
+        error = Errors(result.error_code)
+        if error == Errors.NONE:
+            if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.partition_epoch:
+                manager._mark_failed_isr_update()
+                return False
+            expanded = table.isr_state[self.row] == IsrState.PENDING_EXPAND
+            table.commit_isr(self.row, [b for b in result.isr if b in self.replicas])
+            self.partition_epoch = result.partition_epoch
+            self.leader_recovery_state = result.leader_recovery_state
+            self._pending = None
+            self._pending_shrunk = ()
+            manager._record_isr_change(self.tp, expanded=expanded)
+            if self.maybe_increment_leader_hw():
+                manager._on_leader_hw_incremented(self.tp)
+                return True
+            return False
+        manager._mark_failed_isr_update()
+        if error in _REVERT:
+            table.revert_isr(self.row)
+            self._pending = None
+            self._pending_shrunk = ()
+        elif error not in _STAY_PENDING:
+            manager._submit_alter_partition(item, retry=True)
+        return False
+
+    # ---- produce completion (§6.8) -----------------------------------------------------------
+    def check_enough_replicas_reach_offset(self, required_offset: int) -> tuple[bool, Errors]:
+        """checkEnoughReplicasReachOffset: (done, error) for a DelayedProduce.
+
+        Done when the HW reached ``required_offset``; then NONE if the MAXIMAL ISR still meets
+        the effective min ISR, else NOT_ENOUGH_REPLICAS_AFTER_APPEND. Not leader →
+        NOT_LEADER_OR_FOLLOWER.
+        """
+        if not self.is_leader or self.row < 0:
+            return False, Errors.NOT_LEADER_OR_FOLLOWER
+        table = self.manager.table
+        if int(table.hw[self.row]) >= required_offset:
+            if self.effective_min_isr() <= int(table.in_max_isr[self.row].sum()):
+                return True, Errors.NONE
+            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return False, Errors.NONE
+
+    # ---- OffsetsForLeaderEpoch (§4.3) --------------------------------------------------------
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,
+                                     fetch_only_from_leader: bool) -> EpochEndOffset:
+        """Partition.lastOffsetForLeaderEpoch with KIP-320 fencing on ``current_leader_epoch``."""
+        log = self.local_log_or_error(current_leader_epoch, fetch_only_from_leader)
+        if isinstance(log, Errors):
+            return EpochEndOffset(log, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        found = _end_offset_for_epoch(log, leader_epoch)
+        if found is None:
+            return EpochEndOffset(Errors.NONE, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        return EpochEndOffset(Errors.NONE, int(found[0]), int(found[1]))
+
+
+# ---- storage seam: every call into the Log goes through these --------------------------------
+def _storage_isolation(isolation: str) -> str:
+    return ISOLATION_HIGH_WATERMARK if isolation == ISOLATION_TXN_COMMITTED else isolation
+
+
+def _append_as_leader(log: Any, records: bytes | memoryview, leader_epoch: int, origin: str) -> Any:
+    try:
+        return log.append_as_leader(records, leader_epoch, origin=origin)
+    except TypeError:
+        return log.append_as_leader(records, leader_epoch)
+
+
+def _epoch_cache(log: Any) -> Any:
+    for name in ("leader_epoch_cache", "epoch_cache"):
+        cache = getattr(log, name, None)
+        if cache is not None:
+            return cache
+    return None
+
+
+def _assign_epoch_start(log: Any, epoch: int, start_offset: int) -> None:
+    """UnifiedLog.maybeAssignEpochStartOffset (KAFKA-7415)."""
+    assign = getattr(log, "maybe_assign_epoch_start_offset", None)
+    if assign is not None:
+        assign(epoch, start_offset)
+        return
+    cache = _epoch_cache(log)
+    if cache is not None:
+        cache.assign(epoch, start_offset)
+
+
+def _end_offset_for_epoch(log: Any, epoch: int) -> tuple[int, int] | None:
+    """UnifiedLog.endOffsetForEpoch: (epoch, end offset) or None without an epoch cache."""
+    fn = getattr(log, "end_offset_for_epoch", None)
+    if fn is not None:
+        return fn(epoch)
+    cache = _epoch_cache(log)
+    if cache is None:
+        return None
+    return cache.end_offset_for(epoch, int(log.log_end_offset))
+
+
+def latest_epoch(log: Any) -> int | None:
+    """The log's latest cached leader epoch (None if the cache is empty)."""
+    value = getattr(log, "latest_epoch", None)
+    if value is None:
+        cache = _epoch_cache(log)
+        value = cache.latest_epoch if cache is not None else -1
+    if callable(value):
+        value = value()
+    return None if value is None or value < 0 else int(value)
+
+
+def _leo_metadata(log: Any) -> Any:
+    return log.log_end_offset_metadata
+
+
+def _hw_metadata(log: Any) -> Any:
+    fn = getattr(log, "fetch_high_watermark_metadata", None)
+    if fn is not None:
+        return fn()
+    return log.high_watermark_metadata
+
+
+def _push_high_watermark(log: Any, hw: int) -> None:
+    """Hand the leader's new HW to the log (UnifiedLog.maybeIncrementHighWatermark).
+
+    At the leader's LEO the LEO's metadata goes with it (segment and position, which
+    DelayedFetch byte accounting needs); otherwise the log resolves the position lazily.
+    """
+    leo_meta = log.log_end_offset_metadata
+    if hw == leo_meta.message_offset:
+        log.maybe_increment_high_watermark(leo_meta)
+    else:
+        log.maybe_increment_high_watermark(type(leo_meta)(hw))  # storage's LogOffsetMetadata
+
+
+__all__ = [
+    "ISOLATION_HIGH_WATERMARK",
+    "ISOLATION_LOG_END",
+    "ISOLATION_TXN_COMMITTED",
+    "AppendResult",
+    "LogReadInfo",
+    "OffsetSnapshot",
+    "Partition",
+    "latest_epoch",
+]

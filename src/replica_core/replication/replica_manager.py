@@ -1,0 +1,868 @@
+"""A broker's replica manager: LeaderAndIsr, produce, fetch, epochs, scheduled ISR work (§3, §6, §8.5).
+
+Kafka's ``ReplicaManager.scala`` as a single-threaded step machine on an injected clock: every
+public call runs to completion; time-driven work (ISR shrink every ``replica.lag.time.max.ms / 2``,
+ISR change propagation, purgatory expiry, the HW checkpoint) runs from :meth:`ReplicaManager.tick`.
+
+Conventions (docs/contracts.md, "Replication"):
+
+* ``append_records`` and ``fetch_messages`` return their response when it is ready at once and
+  ``None`` when the request was parked in a purgatory; a parked request's response goes to
+  ``callback`` when it completes (a request answered at once does not call ``callback``).
+* ISR changes leave as :class:`AlterPartitionRequest` values through ``alter_partition`` (one
+  request per public call, carrying every item proposed during it — Kafka's
+  AlterPartitionManager batches the same way); answers come back through
+  :meth:`ReplicaManager.handle_alter_partition_response`. Without a transport the requests wait
+  in :meth:`ReplicaManager.drain_alter_partition_requests`. Items to retry go out at the next
+  :meth:`tick`.
+* Committed ISR changes are also propagated to ``isr_change_listener`` in batches as ZooKeeper-era
+  Kafka did (``maybePropagateIsrChanges``, checked every 2.5 s): when the last change is more
+  than 5 s old or the last propagation more than 60 s old.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from replica_core.clock import Clock
+from replica_core.errors import (
+    Errors,
+    KafkaError,
+    KafkaStorageError,
+    RecordValidationError,
+)
+from replica_core.replication.config import TRUNCATION_HIGH_WATERMARK, ReplicaConfig
+from replica_core.replication.delayed import (
+    DelayedFetch,
+    DelayedProduce,
+    FetchPartitionStatus,
+    ProducePartitionStatus,
+)
+from replica_core.replication.messages import (
+    EARLIEST_TIMESTAMP,
+    ISOLATION_READ_COMMITTED,
+    LATEST_TIMESTAMP,
+    NO_EPOCH,
+    AlterPartitionItem,
+    AlterPartitionRequest,
+    AlterPartitionResult,
+    EpochEndOffset,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    InitialFetchState,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ListOffsetsPartition,
+    ListOffsetsResult,
+    OffsetsForLeaderEpochRequest,
+    ProducePartitionResponse,
+    TopicPartition,
+)
+from replica_core.replication.partition import (
+    ISOLATION_HIGH_WATERMARK,
+    ISOLATION_LOG_END,
+    ISOLATION_TXN_COMMITTED,
+    Partition,
+    latest_epoch,
+)
+from replica_core.replication.purgatory import Purgatory
+from replica_core.replication.state import ReplicaStateTable
+
+ACKS_ALL = -1
+ISR_CHANGE_PROPAGATION_BLACKOUT_MS = 5_000
+"""ReplicaManager.IsrChangePropagationBlackOut: propagate once the last change is this old."""
+ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60_000
+"""ReplicaManager.IsrChangePropagationInterval: propagate at least this often while changes wait."""
+ISR_CHANGE_PROPAGATION_CHECK_MS = 2_500
+"""Period of Kafka's "isr-change-propagation" task."""
+
+# Append errors Kafka answers without the partition's log start offset (appendToLocalLog).
+_PLAIN_APPEND_ERRORS = frozenset({
+    Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER, Errors.MESSAGE_TOO_LARGE,
+    Errors.RECORD_LIST_TOO_LARGE, Errors.CORRUPT_MESSAGE, Errors.KAFKA_STORAGE_ERROR})
+
+
+class FetchParams(NamedTuple):
+    """Kafka's FetchParams for one request (§3.1, §3.4)."""
+
+    replica_id: int
+    replica_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: str
+    fetch_only_leader: bool = True
+    hard_max_bytes_limit: bool = False
+
+    @property
+    def is_from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class LogReadResult:
+    """One partition's read (Kafka's LogReadResult)."""
+
+    __slots__ = ("tp", "error", "records", "fetch_offset_metadata", "diverging_epoch",
+                 "high_watermark", "log_start_offset", "log_end_offset", "last_stable_offset")
+
+    def __init__(self, tp: TopicPartition, error: Errors, records: Any = b"",
+                 fetch_offset_metadata: Any = None, diverging_epoch: EpochEndOffset | None = None,
+                 high_watermark: int = -1, log_start_offset: int = -1, log_end_offset: int = -1,
+                 last_stable_offset: int = -1) -> None:
+        self.tp = tp
+        self.error = error
+        self.records = records
+        self.fetch_offset_metadata = fetch_offset_metadata
+        self.diverging_epoch = diverging_epoch
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.last_stable_offset = last_stable_offset
+
+    @property
+    def size(self) -> int:
+        r = self.records
+        return r.nbytes if isinstance(r, memoryview) else len(r)
+
+
+class FetcherManagerLike:
+    """What become-follower needs from a fetcher manager (AbstractFetcherManager)."""
+
+    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
+        raise NotImplementedError
+
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class _Delivery:
+    """Routes a delayed op's response: kept when ready at once, sent to the callback if parked."""
+
+    callback: Callable[[Any], None] | None
+    parked: bool = False
+    done: bool = False
+    value: Any = None
+
+    def __call__(self, value: Any) -> None:
+        self.value = value
+        self.done = True
+        if self.parked and self.callback is not None:
+            self.callback(value)
+
+
+class ReplicaManager:
+    """Kafka's ReplicaManager for broker ``broker_id`` over ``log_manager``'s logs."""
+
+    def __init__(self, broker_id: int, log_manager: Any,
+                 config: ReplicaConfig | Mapping[str, Any] | None = None, *, clock: Clock,
+                 alter_partition: Callable[[AlterPartitionRequest], None] | None = None,
+                 broker_epoch: int = 0, fetcher_manager: FetcherManagerLike | None = None,
+                 isr_change_listener: Callable[[list[TopicPartition]], None] | None = None,
+                 pure_kernels: bool | None = None) -> None:
+        if config is None:
+            config = ReplicaConfig()
+        elif not isinstance(config, ReplicaConfig):
+            config = ReplicaConfig.from_properties(config)
+        self.broker_id = int(broker_id)
+        self.log_manager = log_manager
+        self.config = config
+        self.clock = clock
+        self.alter_partition = alter_partition
+        self.broker_epoch = int(broker_epoch)
+        self.fetcher_manager = fetcher_manager
+        self.isr_change_listener = isr_change_listener
+        self.controller_epoch = 0  # KafkaController.InitialControllerEpoch
+        self.table = ReplicaStateTable(broker_id, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                                       pure=pure_kernels)
+        self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory(
+            "Produce", clock, purge_interval=config.producer_purgatory_purge_interval_requests)
+        self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(
+            "Fetch", clock, purge_interval=config.fetch_purgatory_purge_interval_requests)
+        self._partitions: dict[TopicPartition, Partition] = {}
+        self._by_row: dict[int, Partition] = {}
+        self._unsent: dict[TopicPartition, AlterPartitionItem] = {}
+        self._retry: dict[TopicPartition, AlterPartitionItem] = {}
+        self._drained: list[AlterPartitionRequest] = []
+        self._ineligible: set[int] = set()
+        self.broker_epochs: dict[int, int] = {}  # registered broker epochs (KIP-903), if known
+        now = clock.milliseconds()
+        self._isr_change_set: set[TopicPartition] = set()
+        self._last_isr_change_ms = now
+        self._last_isr_propagation_ms = now
+        self._next_isr_shrink_ms = now  # Kafka schedules "isr-expiration" with delay 0
+        self._next_isr_propagation_ms = now
+        self._next_hw_checkpoint_ms: int | None = None  # starts with the first LeaderAndIsr
+        self.last_initial_fetch_states: dict[TopicPartition, InitialFetchState] = {}
+        self._counters = {"IsrExpandsPerSec": 0, "IsrShrinksPerSec": 0,
+                          "FailedIsrUpdatesPerSec": 0, "IsrChangePropagations": 0,
+                          "ProduceExpiresPerSec": 0, "FetchExpiresPerSec.follower": 0,
+                          "FetchExpiresPerSec.consumer": 0}
+        self._shut_down = False
+
+    # ---- lookups -----------------------------------------------------------------------------
+    def partition(self, tp: TopicPartition | tuple[str, int]) -> Partition | None:
+        """The hosted partition (leader_id, leader_epoch, isr, maximal_isr, high_watermark,
+        log_end_offset, log, is_leader), or None."""
+        return self._partitions.get(TopicPartition(*tp))
+
+    get_partition = partition
+
+    def partitions(self) -> dict[TopicPartition, Partition]:
+        return dict(self._partitions)
+
+    def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
+        p = self._partitions.get(TopicPartition(*tp))
+        return p.log if p is not None else None
+
+    def leader_partitions(self) -> list[Partition]:
+        return [p for p in self._partitions.values() if p.is_leader]
+
+    # ---- LeaderAndIsr (§8.5) -----------------------------------------------------------------
+    def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        """ReplicaManager.becomeLeaderOrFollower (ZK mode, §8.5).
+
+        A request from an older controller epoch is refused whole (STALE_CONTROLLER_EPOCH for
+        every partition). Per partition: a newer leader epoch is applied if this broker is
+        assigned (else UNKNOWN_TOPIC_OR_PARTITION); an older or equal one answers
+        STALE_CONTROLLER_EPOCH; a topic id that disagrees with the log's answers
+        INCONSISTENT_TOPIC_ID. Leaders first stop their fetchers then run makeLeader (§6.1);
+        followers run makeFollower, stop fetchers, complete their delayed operations, truncate
+        to the HW in ``high_watermark`` mode, and restart fetchers at the initial fetch offset.
+        """
+        if request.controller_epoch < self.controller_epoch:
+            errors = {s.tp: Errors.STALE_CONTROLLER_EPOCH for s in request.partition_states}
+            return LeaderAndIsrResponse(Errors.STALE_CONTROLLER_EPOCH, errors)
+        self.controller_epoch = request.controller_epoch
+        errors: dict[TopicPartition, Errors] = {}
+        to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        for state in request.partition_states:
+            tp = state.tp
+            partition = self._partitions.get(tp)
+            if partition is None:
+                partition = self._partitions[tp] = Partition(tp, self)
+            log_topic_id = getattr(partition.log, "topic_id", None) or partition.topic_id
+            if state.topic_id and log_topic_id and state.topic_id != log_topic_id:
+                errors[tp] = Errors.INCONSISTENT_TOPIC_ID
+            elif state.leader_epoch > partition.leader_epoch:
+                if self.broker_id not in state.replicas:
+                    errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                elif state.leader == self.broker_id:
+                    to_lead.append((partition, state))
+                else:
+                    to_follow.append((partition, state))
+            else:
+                errors[tp] = Errors.STALE_CONTROLLER_EPOCH
+        touched: list[TopicPartition] = []
+        if to_lead:
+            self._remove_fetchers([p.tp for p, _ in to_lead])
+            for partition, state in to_lead:
+                errors[partition.tp] = Errors.NONE
+                try:
+                    partition.make_leader(state)
+                except KafkaStorageError:
+                    errors[partition.tp] = Errors.KAFKA_STORAGE_ERROR
+                touched.append(partition.tp)
+        if to_follow:
+            self._make_followers(to_follow, errors, request.live_leaders)
+            touched.extend(p.tp for p, _ in to_follow)
+        # Leadership or epoch changed: parked produce/fetch may now complete (not leader any more,
+        # fenced epoch, or an HW that moved in makeLeader).
+        for tp in touched:
+            self.produce_purgatory.check_and_complete(tp)
+            self.fetch_purgatory.check_and_complete(tp)
+        if self._next_hw_checkpoint_ms is None:
+            self._next_hw_checkpoint_ms = self.clock.milliseconds()
+        idle = getattr(self.fetcher_manager, "shutdown_idle_fetcher_threads", None)
+        if idle is not None:
+            idle()
+        self._flush_alter_partition()
+        return LeaderAndIsrResponse(Errors.NONE, errors)
+
+    def _make_followers(self, items: list[tuple[Partition, LeaderAndIsrPartitionState]],
+                        errors: dict[TopicPartition, Errors], live_leaders: Sequence[int]) -> None:
+        changed: list[Partition] = []
+        for partition, state in items:
+            errors[partition.tp] = Errors.NONE
+            try:
+                if live_leaders and state.leader not in live_leaders:
+                    # Leader not available: only make sure the log exists so its HW is
+                    # checkpointed (KAFKA-1647).
+                    partition._ensure_log(state)
+                    continue
+                if partition.make_follower(state):
+                    changed.append(partition)
+            except KafkaStorageError:
+                errors[partition.tp] = Errors.KAFKA_STORAGE_ERROR
+        self._remove_fetchers([p.tp for p in changed])
+        for partition in changed:
+            self.produce_purgatory.check_and_complete(partition.tp)
+            self.fetch_purgatory.check_and_complete(partition.tp)
+        if self.config.truncation == TRUNCATION_HIGH_WATERMARK:
+            # Pre-KIP-101: truncate to the local HW before fetching from the new leader.
+            for partition in changed:
+                partition.truncate_to(int(partition.log.high_watermark))
+        if self._shut_down or not changed:
+            return
+        states = {p.tp: InitialFetchState(p.leader_id, p.leader_epoch,
+                                          self.initial_fetch_offset(p.log), p.topic_id)
+                  for p in changed}
+        self.last_initial_fetch_states.update(states)
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.add_fetcher_for_partitions(states)
+
+    def initial_fetch_offset(self, log: Any) -> int:
+        """ReplicaManager.initialFetchOffset: the LEO if the log has leader epochs (truncation on
+        fetch, IBP ≥ 2.7), else the HW."""
+        if self.config.truncation != TRUNCATION_HIGH_WATERMARK and latest_epoch(log) is not None:
+            return int(log.log_end_offset)
+        return int(log.high_watermark)
+
+    def _remove_fetchers(self, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            self.last_initial_fetch_states.pop(tp, None)
+        if tps and self.fetcher_manager is not None:
+            self.fetcher_manager.remove_fetcher_for_partitions(tps)
+
+    def stop_replica(self, tp: TopicPartition, *, delete: bool = False) -> Errors:
+        """StopReplica: stop fetching and leading ``tp``; delete its log if asked."""
+        partition = self._partitions.pop(TopicPartition(*tp), None)
+        if partition is None:
+            return Errors.NONE
+        self._remove_fetchers([partition.tp])
+        partition.stop()
+        self.produce_purgatory.check_and_complete(partition.tp)
+        self.fetch_purgatory.check_and_complete(partition.tp)
+        if delete and hasattr(self.log_manager, "delete_log"):
+            self.log_manager.delete_log(partition.tp.topic, partition.tp.partition)
+        return Errors.NONE
+
+    # ---- produce (§6.8) ----------------------------------------------------------------------
+    def append_records(self, entries: Mapping[TopicPartition, bytes | memoryview], *, acks: int,
+                       timeout_ms: int,
+                       callback: Callable[[dict[TopicPartition, ProducePartitionResponse]], None]
+                       | None = None,
+                       origin: str = "client") -> dict[TopicPartition, ProducePartitionResponse] | None:
+        """ReplicaManager.appendRecords (§6.8).
+
+        acks outside {−1, 0, 1} → INVALID_REQUIRED_ACKS everywhere, nothing written. Each
+        partition appends as leader (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_ENOUGH_REPLICAS for acks=−1 under min ISR, MESSAGE_TOO_LARGE, CORRUPT_MESSAGE,
+        INVALID_RECORD, ... per partition). With acks=−1 and at least one successful append a
+        DelayedProduce waits up to ``timeout_ms`` for the HW to pass every last offset
+        (REQUEST_TIMED_OUT on expiry, data left in the log; NOT_ENOUGH_REPLICAS_AFTER_APPEND if
+        the maximal ISR fell below min ISR). acks=0 still returns the values: the transport
+        sends nothing (Kafka closes the connection on an error instead).
+        """
+        entries = {TopicPartition(*tp): v for tp, v in entries.items()}
+        if acks not in (-1, 0, 1):
+            return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
+        results: dict[TopicPartition, ProducePartitionResponse] = {}
+        required: dict[TopicPartition, int] = {}
+        for tp, records in entries.items():
+            results[tp], required[tp] = self._append_to_local_log(tp, records, acks, origin)
+        ok = sum(1 for r in results.values() if r.error_code == Errors.NONE)
+        if not (acks == ACKS_ALL and entries and ok > 0):
+            return results
+        status = {tp: ProducePartitionStatus(required[tp], results[tp]) for tp in entries}
+        delivery = _Delivery(callback)
+        op = DelayedProduce(timeout_ms, status, self, delivery)
+        self.produce_purgatory.try_complete_else_watch(op, list(entries))
+        if delivery.done:
+            return delivery.value
+        delivery.parked = True
+        return None
+
+    def _append_to_local_log(self, tp: TopicPartition, records: Any, acks: int, origin: str
+                             ) -> tuple[ProducePartitionResponse, int]:
+        partition = self._partitions.get(tp)
+        if partition is None:
+            return ProducePartitionResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION), 0
+        try:
+            appended = partition.append_records_to_leader(records, required_acks=acks,
+                                                          origin=origin)
+        except RecordValidationError as e:
+            return ProducePartitionResponse(
+                e.code, log_start_offset=partition.log_start_offset, error_message=str(e),
+                record_errors=tuple(e.record_errors)), 0
+        except KafkaError as e:
+            lso = -1 if e.code in _PLAIN_APPEND_ERRORS else partition.log_start_offset
+            return ProducePartitionResponse(e.code, log_start_offset=lso, error_message=str(e)), 0
+        except OSError as e:
+            return ProducePartitionResponse(Errors.KAFKA_STORAGE_ERROR, error_message=str(e)), 0
+        info = appended.info
+        if appended.hw_incremented:
+            self._on_leader_hw_incremented(tp)
+        else:
+            self.fetch_purgatory.check_and_complete(tp)  # the LEO grew: followers may be waiting
+        first = int(getattr(info, "first_offset", -1))
+        last = int(getattr(info, "last_offset", -1))
+        append_time = int(getattr(info, "log_append_time", -1))
+        return (ProducePartitionResponse(Errors.NONE, first, append_time,
+                                         partition.log_start_offset), last + 1)
+
+    # ---- fetch (§3, §6.2, §6.9) --------------------------------------------------------------
+    def fetch_messages(self, request: FetchRequest,
+                       callback: Callable[[FetchResponse], None] | None = None
+                       ) -> FetchResponse | None:
+        """ReplicaManager.fetchMessages (§3.1-§3.6).
+
+        Followers read up to the LEO, consumers up to the HW; ``max_bytes`` is shared across
+        partitions in request order with min-one-message for the first non-empty partition only
+        (KIP-74), each partition also capped by its ``partition_max_bytes``. A follower's read
+        updates its fetch state on the leader (lastCaughtUp rule, ISR expansion, HW, completing
+        delayed produce/fetch) unless the read diverged (KAFKA-13141). Answered at once when
+        ``max_wait_ms`` ≤ 0, no partitions, ≥ ``min_bytes`` read, any error or diverging epoch;
+        otherwise parked as a DelayedFetch.
+        """
+        params = self.fetch_params(request)
+        parts = request.partitions
+        results = self._read_from_log(params, parts, read_from_purgatory=False)
+        readable = 0
+        immediate = params.max_wait_ms <= 0 or not parts
+        for r in results:
+            readable += r.size
+            if r.error != Errors.NONE or r.diverging_epoch is not None:
+                immediate = True
+        if immediate or readable >= params.min_bytes:
+            response = self._fetch_response(results)
+            self._flush_alter_partition()
+            return response
+        statuses = [(info.tp, FetchPartitionStatus(r.fetch_offset_metadata, info))
+                    for info, r in zip(parts, results, strict=True)]
+        delivery = _Delivery(callback)
+        op = DelayedFetch(params, statuses, self, delivery)
+        self.fetch_purgatory.try_complete_else_watch(op, [info.tp for info in parts])
+        self._flush_alter_partition()
+        if delivery.done:
+            return delivery.value
+        delivery.parked = True
+        return None
+
+    def fetch_params(self, request: FetchRequest) -> FetchParams:
+        """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
+        min bytes by max bytes, isolation by who fetches."""
+        max_bytes = min(int(request.max_bytes), self.config.fetch_max_bytes)
+        if request.replica_id >= 0:
+            isolation = ISOLATION_LOG_END
+        elif request.isolation_level == ISOLATION_READ_COMMITTED:
+            isolation = ISOLATION_TXN_COMMITTED
+        else:
+            isolation = ISOLATION_HIGH_WATERMARK
+        return FetchParams(int(request.replica_id), int(request.replica_epoch),
+                           int(request.max_wait_ms), min(int(request.min_bytes), max_bytes),
+                           max_bytes, isolation)
+
+    def _read_from_log(self, params: FetchParams, parts: Sequence[FetchPartition], *,
+                       read_from_purgatory: bool) -> list[LogReadResult]:
+        """ReplicaManager.readFromLog (§3.4): reads in request order under one byte budget."""
+        limit = params.max_bytes
+        min_one_message = not params.hard_max_bytes_limit
+        now = self.clock.milliseconds()
+        follower = params.replica_id >= 0
+        update = follower and not read_from_purgatory
+        stale_epoch = (update and params.replica_epoch != -1
+                       and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
+        results: list[LogReadResult] = []
+        upd_parts: list[Partition] = []
+        upd_slots: list[int] = []
+        upd_offsets: list[int] = []
+        upd_starts: list[int] = []
+        upd_leos: list[int] = []
+        partitions = self._partitions
+        for info in parts:
+            tp = info.tp
+            partition = partitions.get(tp)
+            if partition is None:
+                results.append(LogReadResult(tp, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            epoch = info.current_leader_epoch
+            # Partition.localLogWithEpochOrThrow, inlined for the hot path: fencing, then role.
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                results.append(LogReadResult(tp, Errors.FENCED_LEADER_EPOCH
+                                             if partition.leader_epoch > epoch
+                                             else Errors.UNKNOWN_LEADER_EPOCH))
+                continue
+            log = partition.log
+            if log is None or (params.fetch_only_leader and not partition.is_leader):
+                results.append(LogReadResult(tp, Errors.NOT_LEADER_OR_FOLLOWER))
+                continue
+            try:
+                slot = partition.follower_slot_or_raise(params.replica_id, epoch) if follower else -1
+                if stale_epoch:
+                    raise KafkaError("stale fetch from a previous broker incarnation")
+                read = partition.read_records(
+                    log, info.fetch_offset, epoch, info.last_fetched_epoch,
+                    min(info.partition_max_bytes, limit), params.isolation, min_one_message,
+                    epoch_checked=True)
+            except KafkaError as e:
+                code = Errors.NOT_LEADER_OR_FOLLOWER if stale_epoch else e.code
+                results.append(LogReadResult(tp, code))
+                continue
+            fetched = read.fetched
+            if fetched is None:
+                records: Any = b""
+                meta = None
+            else:
+                records = fetched.records
+                meta = fetched.fetch_offset_metadata
+                if fetched.first_entry_incomplete and not params.hard_max_bytes_limit:
+                    records = b""  # v3+: an incomplete first batch is sent as nothing
+            res = LogReadResult(tp, Errors.NONE, records, meta, read.diverging_epoch,
+                                read.high_watermark, read.log_start_offset, read.log_end_offset,
+                                read.last_stable_offset)
+            results.append(res)
+            size = res.size
+            if size > 0:
+                min_one_message = False
+            limit = max(0, limit - size)
+            if update and read.diverging_epoch is None:
+                upd_parts.append(partition)
+                upd_slots.append(slot)
+                upd_offsets.append(info.fetch_offset)
+                upd_starts.append(info.log_start_offset)
+                upd_leos.append(read.log_end_offset)
+        if upd_parts:
+            self._update_follower_fetch_states(upd_parts, upd_slots, upd_offsets, upd_starts,
+                                               upd_leos, now, params.replica_epoch)
+        return results
+
+    def _update_follower_fetch_states(self, parts: list[Partition], slots: list[int],
+                                      offsets: list[int], starts: list[int], leos: list[int],
+                                      now: int, broker_epoch: int) -> None:
+        """§6.2 for every partition of one follower fetch: one kernel call for the state rows,
+        then per partition the ISR-expansion check and, where the LEO moved, the HW."""
+        if len(parts) == 1:
+            parts[0].update_follower_fetch_state(slots[0], offsets[0], starts[0], now, leos[0],
+                                                 broker_epoch)
+            return
+        rows = [p.row for p in parts]
+        changed = self.table.update_follower_fetches(rows, slots, offsets, starts, leos, now,
+                                                     broker_epoch)
+        for k, partition in enumerate(parts):
+            partition.after_follower_fetch(slots[k], bool(changed[k]), now)
+
+    def _fetch_response(self, results: Sequence[LogReadResult]) -> FetchResponse:
+        return FetchResponse(Errors.NONE, tuple(
+            FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
+                                   r.log_start_offset, r.log_end_offset, r.records,
+                                   r.diverging_epoch)
+            for r in results))
+
+    def complete_delayed_fetch_requests(self, tps: Iterable[TopicPartition]) -> None:
+        """After a follower appended fetched data: wake fetches parked on those partitions."""
+        for tp in tps:
+            self.fetch_purgatory.check_and_complete(tp)
+
+    # ---- epochs and offsets (§4.3) -----------------------------------------------------------
+    def offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest
+                                 ) -> dict[TopicPartition, EpochEndOffset]:
+        """ReplicaManager.lastOffsetForLeaderEpoch: per partition (epoch, end offset) from the
+        leader's epoch cache, fenced by ``current_leader_epoch`` (KIP-320)."""
+        out: dict[TopicPartition, EpochEndOffset] = {}
+        for p in request.partitions:
+            partition = self._partitions.get(p.tp)
+            if partition is None:
+                out[p.tp] = EpochEndOffset(Errors.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, -1)
+            else:
+                out[p.tp] = partition.last_offset_for_leader_epoch(
+                    p.current_leader_epoch, p.leader_epoch, fetch_only_from_leader=True)
+        return out
+
+    def list_offsets(self, replica_id: int, partitions: Iterable[ListOffsetsPartition]
+                     ) -> dict[TopicPartition, ListOffsetsResult]:
+        """ReplicaManager.fetchOffset on the leader: earliest = log start offset, latest = LEO
+        for a replica and HW for a consumer (OFFSET_NOT_AVAILABLE while a new leader's HW is
+        below its epoch start), other timestamps through the time index."""
+        out: dict[TopicPartition, ListOffsetsResult] = {}
+        for lp in partitions:
+            out[lp.tp] = self._list_offset(replica_id, lp)
+        return out
+
+    def _list_offset(self, replica_id: int, lp: ListOffsetsPartition) -> ListOffsetsResult:
+        none = ListOffsetsResult(Errors.NONE, -1, -1, -1)
+        partition = self._partitions.get(lp.tp)
+        if partition is None:
+            return ListOffsetsResult(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+        log = partition.local_log_or_error(lp.current_leader_epoch, require_leader=True)
+        if isinstance(log, Errors):
+            return ListOffsetsResult(log, -1, -1, -1)
+        consumer = replica_id < 0
+        hw = partition.high_watermark
+        lagging = (consumer and partition.leader_epoch_start_offset is not None
+                   and partition.leader_epoch_start_offset > hw)
+        if lp.timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE, -1, -1, -1)
+            offset = hw if consumer else int(log.log_end_offset)
+            return ListOffsetsResult(Errors.NONE, -1, offset, partition.leader_epoch)
+        lookup = getattr(log, "offset_for_timestamp", None)
+        if lp.timestamp == EARLIEST_TIMESTAMP and lookup is None:
+            return ListOffsetsResult(Errors.NONE, -1, int(log.log_start_offset), -1)
+        if lookup is None:
+            return none
+        found = lookup(lp.timestamp)
+        if found is None:
+            return none
+        epoch = found.leader_epoch if found.leader_epoch is not None else -1
+        if lp.timestamp != EARLIEST_TIMESTAMP:
+            if lagging:
+                return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE, -1, -1, -1)
+            if consumer and found.offset >= hw:
+                return none
+        return ListOffsetsResult(Errors.NONE, int(found.timestamp), int(found.offset), int(epoch))
+
+    # ---- AlterPartition (§6.5-§6.7) ----------------------------------------------------------
+    def handle_alter_partition_response(
+            self, result: AlterPartitionResult | Iterable[AlterPartitionResult]) -> None:
+        """The controller's answer for one partition (or several) of an AlterPartition."""
+        results = [result] if isinstance(result, AlterPartitionResult) else list(result)
+        for r in results:
+            partition = self._partitions.get(TopicPartition(*r.tp))
+            if partition is not None:
+                partition.handle_alter_partition_result(r)
+
+    def drain_alter_partition_requests(self) -> list[AlterPartitionRequest]:
+        """AlterPartition requests built while no transport was set (oldest first)."""
+        self._flush_alter_partition()
+        out, self._drained = self._drained, []
+        return out
+
+    def _submit_alter_partition(self, item: AlterPartitionItem, *, retry: bool = False) -> None:
+        if retry:
+            self._retry[item.tp] = item
+        else:
+            self._retry.pop(item.tp, None)
+            self._unsent[item.tp] = item
+
+    def _forget_unsent_alter_partition(self, tp: TopicPartition) -> None:
+        self._unsent.pop(tp, None)
+        self._retry.pop(tp, None)
+
+    def _flush_alter_partition(self) -> None:
+        if not self._unsent:
+            return
+        items, self._unsent = tuple(self._unsent.values()), {}
+        request = AlterPartitionRequest(self.broker_id, self.broker_epoch, items)
+        if self.alter_partition is None:
+            self._drained.append(request)
+        else:
+            self.alter_partition(request)
+
+    def _record_isr_change(self, tp: TopicPartition, *, expanded: bool) -> None:
+        self._counters["IsrExpandsPerSec" if expanded else "IsrShrinksPerSec"] += 1
+        self._isr_change_set.add(tp)
+        self._last_isr_change_ms = self.clock.milliseconds()
+
+    def _mark_failed_isr_update(self) -> None:
+        self._counters["FailedIsrUpdatesPerSec"] += 1
+
+    def set_broker_eligible(self, broker_id: int, eligible: bool) -> None:
+        """Metadata: whether ``broker_id`` may join ISRs and hold back HWs (alive, not fenced,
+        not shutting down — KIP-841, KAFKA-15021)."""
+        if eligible:
+            self._ineligible.discard(broker_id)
+        else:
+            self._ineligible.add(broker_id)
+        mask = self.table.replica_id == broker_id
+        mask[:, 0] = False
+        self.table.eligible[mask] = 1 if eligible else 0
+
+    def eligible_replicas(self, replicas: Iterable[int]) -> list[int]:
+        return [b for b in replicas if b not in self._ineligible]
+
+    # ---- delayed-operation hooks -------------------------------------------------------------
+    def _on_leader_hw_incremented(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _on_follower_hw_changed(self, tp: TopicPartition) -> None:
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _record_produce_expiration(self, tps: list[TopicPartition]) -> None:
+        self._counters["ProduceExpiresPerSec"] += 1
+
+    def _record_fetch_expiration(self, from_follower: bool) -> None:
+        self._counters["FetchExpiresPerSec.follower" if from_follower
+                       else "FetchExpiresPerSec.consumer"] += 1
+
+    # ---- storage hooks -----------------------------------------------------------------------
+    def _get_or_create_log(self, tp: TopicPartition, *, is_new: bool = False,
+                           topic_id: str | None = None) -> Any:
+        lm = self.log_manager
+        log = lm.get_log(tp.topic, tp.partition)
+        if log is None:
+            log = lm.create_log(tp.topic, tp.partition)
+        if topic_id and getattr(log, "topic_id", None) is None:
+            try:
+                log.topic_id = topic_id
+            except AttributeError:
+                pass
+        return log
+
+    def _register_row(self, partition: Partition) -> None:
+        self._by_row[partition.row] = partition
+
+    def _unregister_row(self, partition: Partition) -> None:
+        self._by_row.pop(partition.row, None)
+
+    # ---- scheduled work ----------------------------------------------------------------------
+    def tick(self) -> None:
+        """Run whatever is due on the injected clock: ISR shrink (every lag/2), AlterPartition
+        retries, ISR change propagation (every 2.5 s), purgatory expiry, HW checkpoint."""
+        now = self.clock.milliseconds()
+        if now >= self._next_isr_shrink_ms:
+            self.maybe_shrink_isr(now)
+            self._next_isr_shrink_ms = _next_due(self._next_isr_shrink_ms,
+                                                 self.config.isr_shrink_interval_ms, now)
+        if self._retry:
+            retry, self._retry = self._retry, {}
+            for tp, item in retry.items():
+                partition = self._partitions.get(tp)
+                if partition is not None and partition.pending_alter_partition is item:
+                    self._unsent.setdefault(tp, item)
+        self._flush_alter_partition()
+        if now >= self._next_isr_propagation_ms:
+            self.maybe_propagate_isr_changes(now)
+            self._next_isr_propagation_ms = _next_due(self._next_isr_propagation_ms,
+                                                      ISR_CHANGE_PROPAGATION_CHECK_MS, now)
+        self.produce_purgatory.advance_clock(now)
+        self.fetch_purgatory.advance_clock(now)
+        if self._next_hw_checkpoint_ms is not None and now >= self._next_hw_checkpoint_ms:
+            self.checkpoint_high_watermarks()
+            self._next_hw_checkpoint_ms = _next_due(
+                self._next_hw_checkpoint_ms,
+                self.config.replica_high_watermark_checkpoint_interval_ms, now)
+
+    def next_tick_due_ms(self) -> int:
+        """The earliest time at which :meth:`tick` has timed work (for event-driven drivers)."""
+        due = [self._next_isr_shrink_ms, self._next_isr_propagation_ms]
+        if self._next_hw_checkpoint_ms is not None:
+            due.append(self._next_hw_checkpoint_ms)
+        for purgatory in (self.produce_purgatory, self.fetch_purgatory):
+            heap = purgatory._heap
+            if heap:
+                due.append(heap[0][0])
+        return min(due)
+
+    def maybe_shrink_isr(self, now_ms: int | None = None) -> list[AlterPartitionItem]:
+        """The "isr-expiration" task (§6.6): one kernel pass over every led partition finds the
+        out-of-sync ISR followers; each affected partition proposes its shrink."""
+        now = self.clock.milliseconds() if now_ms is None else int(now_ms)
+        ps, rs = self.table.out_of_sync_all(now)
+        items: list[AlterPartitionItem] = []
+        if len(ps) == 0:
+            return items
+        by_row: dict[int, list[int]] = {}
+        for p, r in zip(ps.tolist(), rs.tolist(), strict=True):
+            by_row.setdefault(p, []).append(r)
+        for row, slots in by_row.items():
+            partition = self._by_row.get(row)
+            if partition is not None:
+                item = partition.maybe_shrink_isr(now, slots)
+                if item is not None:
+                    items.append(item)
+        self._flush_alter_partition()
+        return items
+
+    def maybe_propagate_isr_changes(self, now_ms: int | None = None) -> list[TopicPartition]:
+        """ReplicaManager.maybePropagateIsrChanges: hand the changed partitions to the listener
+        when the last change is more than 5 s old or the last propagation more than 60 s old."""
+        now = self.clock.milliseconds() if now_ms is None else int(now_ms)
+        if not self._isr_change_set:
+            return []
+        if (self._last_isr_change_ms + ISR_CHANGE_PROPAGATION_BLACKOUT_MS < now
+                or self._last_isr_propagation_ms + ISR_CHANGE_PROPAGATION_INTERVAL_MS < now):
+            changed = sorted(self._isr_change_set)
+            self._isr_change_set.clear()
+            self._last_isr_propagation_ms = now
+            self._counters["IsrChangePropagations"] += 1
+            if self.isr_change_listener is not None:
+                self.isr_change_listener(changed)
+            return changed
+        return []
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every log's HW to ``replication-offset-checkpoint`` (checkpointHighWatermarks)."""
+        self.log_manager.checkpoint_high_watermarks()
+
+    def shutdown(self, clean: bool = True) -> None:
+        """ReplicaManager.shutdown: stop fetchers; with ``clean`` checkpoint the HWs. The logs
+        themselves belong to the LogManager (its own shutdown flushes and closes them)."""
+        self._shut_down = True
+        self._remove_fetchers(list(self.last_initial_fetch_states))
+        if self.fetcher_manager is not None:
+            close = getattr(self.fetcher_manager, "shutdown", None)
+            if close is not None:
+                close()
+        if clean:
+            self.checkpoint_high_watermarks()
+
+    # ---- metrics -----------------------------------------------------------------------------
+    def metrics(self) -> dict[str, Any]:
+        """Kafka's ReplicaManager gauges and meters (meters as counts) plus per-partition
+        HW/LEO: ``partitions[str(tp)]`` has HighWatermark, LogEndOffset, LogStartOffset,
+        InSyncReplicasCount, ReplicasCount, UnderReplicated, UnderMinIsr, AtMinIsr."""
+        table = self.table
+        rows = table.partitions()
+        if len(rows):
+            isr_sizes = table.in_isr[rows].sum(axis=1).astype(np.int64)
+            n_rep = table.n_replicas[rows].astype(np.int64)
+            min_isr = np.minimum(table.min_isr[rows].astype(np.int64), n_rep)
+        else:
+            isr_sizes = n_rep = min_isr = np.zeros(0, dtype=np.int64)
+        under_replicated = under_min = at_min = 0
+        per_partition: dict[str, dict[str, int]] = {}
+        leader_rows = {int(r): i for i, r in enumerate(rows.tolist())}
+        for tp, partition in self._partitions.items():
+            i = leader_rows.get(partition.row) if partition.is_leader else None
+            if i is not None:
+                rf = int(n_rep[i]) - len(partition.adding_replicas)
+                ur = int(rf - int(isr_sizes[i]) > 0)
+                um = int(isr_sizes[i] < min_isr[i])
+                am = int(isr_sizes[i] == min_isr[i])
+                isr_count = int(isr_sizes[i])
+            else:
+                ur = um = am = 0
+                isr_count = 0
+            under_replicated += ur
+            under_min += um
+            at_min += am
+            log = partition.log
+            per_partition[str(tp)] = {
+                "HighWatermark": partition.high_watermark,
+                "LogEndOffset": int(log.log_end_offset) if log is not None else -1,
+                "LogStartOffset": int(log.log_start_offset) if log is not None else -1,
+                "InSyncReplicasCount": isr_count,
+                "ReplicasCount": len(partition.replicas),
+                "UnderReplicated": ur,
+                "UnderMinIsr": um,
+                "AtMinIsr": am,
+            }
+        out: dict[str, Any] = {
+            "LeaderCount": len(leader_rows),
+            "PartitionCount": len(self._partitions),
+            "OfflineReplicaCount": 0,
+            "UnderReplicatedPartitions": under_replicated,
+            "UnderMinIsrPartitionCount": under_min,
+            "AtMinIsrPartitionCount": at_min,
+            "PurgatorySize.Produce": self.produce_purgatory.watched,
+            "PurgatorySize.Fetch": self.fetch_purgatory.watched,
+            "NumDelayedOperations.Produce": self.produce_purgatory.delayed,
+            "NumDelayedOperations.Fetch": self.fetch_purgatory.delayed,
+        }
+        out.update(self._counters)
+        out["partitions"] = per_partition
+        return out
+
+
+def _next_due(previous_due: int, period: int, now: int) -> int:
+    """The next run of a fixed-rate task after ``now`` (missed periods are skipped)."""
+    return previous_due + ((now - previous_due) // period + 1) * period

@@ -1,0 +1,824 @@
+"""One partition's log: segments, append, read, truncation, flush and the high watermark.
+
+Kafka's ``UnifiedLog`` + ``LocalLog`` without tiered storage, transactions or producer state.
+KAFKA_SEMANTICS §2.1-2.8 (append, roll, flush), §3.2 (read), §4.1-4.2 (truncation), §5.2 (open).
+
+Step model: Kafka's background work runs inline. Rolling flushes the old segments at once
+(Kafka schedules that flush), and deleted segments are renamed to ``.deleted`` and then removed
+immediately instead of after ``file.delete.delay.ms`` (reads here return copies of the bytes, so
+nothing can still be reading the files; a crash between the two steps leaves ``.deleted`` files,
+which the loader removes). Truncation fsyncs the cut segment and the directory so that a power
+failure cannot bring truncated batches back.
+
+Not thread-safe: one owner calls a ``Log`` at a time (``LogManager`` loads logs in parallel, but
+each log belongs to one thread).
+"""
+from __future__ import annotations
+
+import os
+import re
+import struct
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from replica_core.errors import (
+    CorruptCheckpointError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from replica_core.storage.loader import LogLoader, RecoveryReport
+from replica_core.storage.segment import (
+    COL_BASE_OFFSET,
+    COL_MAGIC,
+    COL_MAX_TIMESTAMP,
+    COL_PARTITION_LEADER_EPOCH,
+    COL_POSITION,
+    COL_SIZE,
+    DELETED_FILE_SUFFIX,
+    INT32_MAX,
+    FetchDataInfo,
+    LogOffsetMetadata,
+    LogSegment,
+    LogSegments,
+    batch_kernel,
+    last_offsets,
+    log_file_path,
+    offset_index_path,
+    time_index_path,
+    txn_index_path,
+)
+
+__all__ = ["Log", "TimestampAndOffset", "parse_topic_partition", "LEADER_EPOCH_CHECKPOINT_FILE"]
+
+LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+UNKNOWN_OFFSET = -1
+
+# ListOffsets special timestamps (ListOffsetsRequest)
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+
+_LONG_MAX = 2**63 - 1
+_FIRST_HEADER = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
+_DIR_SUFFIXES = ("-delete", "-future", "-stray")
+_ISOLATIONS = ("log_end", "high_watermark")
+
+_records_module: Any = None
+
+
+def _records() -> Any:
+    global _records_module
+    if _records_module is None:
+        import replica_core.records as module
+
+        _records_module = module
+    return _records_module
+
+
+def parse_topic_partition(dir_name: str) -> tuple[str, int]:
+    """``topic-N`` (also ``topic-N.<uuid>-delete`` / ``-future`` / ``-stray``) → (topic, N)."""
+    name = os.path.basename(os.path.normpath(dir_name))
+    for suffix in _DIR_SUFFIXES:
+        if name.endswith(suffix) and "." in name:
+            name = name[: name.rindex(".")]
+            break
+    m = _TOPIC_PARTITION.match(name)
+    if not m:
+        raise KafkaStorageError(
+            f"found directory {dir_name!r}, which is not in the form of topic-partition"
+        )
+    return m.group(1), int(m.group(2))
+
+
+class TimestampAndOffset(NamedTuple):
+    """The answer to a ListOffsets lookup (``leader_epoch`` None when unknown)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
+
+
+def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
+    """The partition's leader epoch cache; a corrupt checkpoint is reset (returned warning)."""
+    from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
+    from replica_core.storage.leader_epoch import LeaderEpochCache
+
+    path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE)
+    checkpoint = LeaderEpochCheckpointFile(medium, path)
+    try:
+        return LeaderEpochCache(checkpoint), None
+    except (CorruptCheckpointError, ValueError) as e:
+        # Kafka takes the directory offline here; a rebuilt cache lets the log load instead.
+        medium.write_atomic(path, b"0\n0\n")
+        return LeaderEpochCache(LeaderEpochCheckpointFile(medium, path)), (
+            f"leader-epoch-checkpoint unreadable ({e}); reset to empty"
+        )
+
+
+class Log:
+    """A partition log directory. Open with :meth:`Log.open`."""
+
+    def __init__(
+        self,
+        dir: str,
+        config: Any,
+        medium: Any,
+        clock: Any,
+        segments: LogSegments,
+        *,
+        log_start_offset: int,
+        recovery_point: int,
+        next_offset_metadata: LogOffsetMetadata,
+        leader_epoch_cache: Any,
+        recovery_report: RecoveryReport | None = None,
+    ) -> None:
+        self.dir = dir
+        self.topic, self.partition = parse_topic_partition(dir)
+        self.medium = medium
+        self.clock = clock
+        self._segments = segments
+        self._log_start_offset = int(log_start_offset)
+        self._recovery_point = int(recovery_point)
+        self._leo_meta_cache: LogOffsetMetadata | None = next_offset_metadata
+        self._leo = next_offset_metadata.message_offset
+        self._hw = LogOffsetMetadata(self._log_start_offset)
+        self.leader_epoch_cache = leader_epoch_cache
+        self.recovery_report = recovery_report
+        self.last_flush_ms = clock.milliseconds()
+        self.closed = False
+        self.update_config(config)
+        self._update_log_start_offset(self._log_start_offset)
+
+    # --- construction -------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        partition_dir: str | os.PathLike[str],
+        config: Any = None,
+        *,
+        medium: Any = None,
+        clock: Any = None,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        had_clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (creating if needed) and load ``<topic>-<partition>`` (KAFKA_SEMANTICS §5.2-5.3).
+
+        ``recovery_point``/``log_start_offset`` come from the log dir's checkpoints; without a
+        clean shutdown every segment from the one holding the recovery point is rescanned.
+        What recovery changed is in :attr:`recovery_report`.
+        """
+        if medium is None:
+            from replica_core.storage.medium import FileMedium
+
+            medium = FileMedium()
+        if clock is None:
+            from replica_core.clock import SystemClock
+
+            clock = SystemClock()
+        if config is None:
+            from replica_core.storage.config import LogConfig
+
+            config = LogConfig()
+        dir = os.fspath(partition_dir)
+        parse_topic_partition(dir)
+        medium.makedirs(dir)
+        cache, warning = _open_epoch_cache(medium, dir)
+        if warning:
+            # the epochs can only be rebuilt from the batches: recover every segment
+            recovery_point, had_clean_shutdown = 0, False
+        segments = LogSegments()
+        report = RecoveryReport(dir, had_clean_shutdown)
+        if warning:
+            report.warnings.append(warning)
+        loaded = LogLoader(
+            dir, config, medium, clock, segments,
+            log_start_offset_checkpoint=log_start_offset,
+            recovery_point_checkpoint=recovery_point,
+            leader_epoch_cache=cache,
+            had_clean_shutdown=had_clean_shutdown,
+            report=report,
+        ).load()
+        return cls(
+            dir, config, medium, clock, segments,
+            log_start_offset=loaded.log_start_offset,
+            recovery_point=loaded.recovery_point,
+            next_offset_metadata=loaded.next_offset_metadata,
+            leader_epoch_cache=cache,
+            recovery_report=report,
+        )
+
+    def update_config(self, config: Any) -> None:
+        """Adopt a new :class:`LogConfig` (append-path values are cached here)."""
+        self.config = config
+        self._segment_bytes = int(config.segment_bytes)
+        self._max_segment_ms = int(config.max_segment_ms)
+        self._max_message_bytes = int(config.max_message_bytes)
+        self._flush_messages = int(config.flush_messages)
+        self._flush_ms = int(config.flush_ms)
+        self._compacted = bool(config.compact)
+        self._timestamp_type = str(config.message_timestamp_type)
+        self._log_append_time = self._timestamp_type == "LogAppendTime"
+        self._timestamp_before_max_ms = int(config.timestamp_before_max_ms)
+        self._timestamp_after_max_ms = int(config.timestamp_after_max_ms)
+        self._compression = str(config.compression_type)
+
+    # --- properties ---------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        return self._leo_meta
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw.message_offset
+
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def segments(self) -> LogSegments:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        seg = self._segments.last
+        assert seg is not None
+        return seg
+
+    @property
+    def latest_epoch(self) -> int:
+        """Latest cached leader epoch, −1 when none."""
+        epoch = self.leader_epoch_cache.latest_epoch
+        return -1 if epoch is None else int(epoch)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._leo - self._recovery_point
+
+    @property
+    def size(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, lso={self._log_start_offset}, "
+            f"hw={self.high_watermark}, leo={self._leo}, segments={len(self._segments)})"
+        )
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """(epoch, end offset) from the epoch cache, ``None`` when undefined (§4.3)."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._leo)
+        if offset == UNKNOWN_OFFSET:
+            return None
+        return int(epoch), int(offset)
+
+    # --- append (§2) ----------------------------------------------------------------------
+    def append_as_leader(
+        self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, origin: str = "client"
+    ) -> Any:
+        """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append (§2.1-2.6)."""
+        return self._append(batch_bytes, origin, True, leader_epoch, False)
+
+    def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> Any:
+        """Append batches with the leader's offsets; a partial trailing batch is dropped (§2.5)."""
+        return self._append(batch_bytes, "replication", False, -1, True)
+
+    def _append(
+        self,
+        records: Any,
+        origin: str,
+        assign_offsets: bool,
+        leader_epoch: int,
+        ignore_record_size: bool,
+    ) -> Any:
+        self._check_open()
+        rec = _records()
+        info = rec.analyze_and_validate(
+            records, origin, max_message_bytes=self._max_message_bytes,
+            ignore_record_size=ignore_record_size,
+        )
+        if info.valid_bytes <= 0:
+            return info
+        valid = rec.trim_invalid_bytes(records, info)
+        leo = self._leo
+        now = self.clock.milliseconds()
+        if assign_offsets:
+            result = rec.validate_and_assign_offsets(
+                valid, leo, leader_epoch, now,
+                timestamp_type=self._timestamp_type,
+                timestamp_before_max_ms=self._timestamp_before_max_ms,
+                timestamp_after_max_ms=self._timestamp_after_max_ms,
+                target_compression=self._compression,
+                compacted=self._compacted,
+                origin=origin,
+                max_message_bytes=self._max_message_bytes,
+            )
+            valid = result.buffer
+            first_offset = leo
+            last_offset = result.last_offset
+            max_timestamp = result.max_timestamp
+            shallow = result.shallow_offset_of_max_timestamp
+            if result.message_size_maybe_changed:
+                self._check_batch_sizes(valid)
+            # LogAppendInfo is mutable: the log fills in what offset assignment decided (§2.4)
+            info.first_offset = first_offset
+            info.last_offset = last_offset
+            info.max_timestamp = max_timestamp
+            info.shallow_offset_of_max_timestamp = shallow
+            if self._log_append_time:
+                info.log_append_time = result.log_append_time
+        else:
+            if not info.offsets_monotonic:
+                raise OffsetsOutOfOrderError(
+                    f"out of order offsets found in append to {self.topic}-{self.partition}"
+                )
+            first_or_last = (
+                info.first_offset if info.first_offset >= 0 else info.last_offset_of_first_batch
+            )
+            if first_or_last < leo:
+                raise UnexpectedAppendOffsetError(
+                    f"unexpected offset in append to {self.topic}-{self.partition}: first offset "
+                    f"{first_or_last} is less than the next offset {leo}",
+                    info.first_offset if info.first_offset >= 0 else first_or_last,
+                    info.last_offset,
+                )
+            last_offset = info.last_offset
+            max_timestamp = info.max_timestamp
+            shallow = info.shallow_offset_of_max_timestamp
+            first_offset = info.first_offset
+
+        self._assign_epochs_from(valid)
+
+        size = len(valid) if not isinstance(valid, memoryview) else valid.nbytes
+        if size > self._segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"message batch size is {size} bytes in append to {self.topic}-{self.partition}, "
+                f"which exceeds the maximum configured segment size of {self._segment_bytes}"
+            )
+        segment = self._maybe_roll(size, first_offset, last_offset, max_timestamp, now)
+        segment.append(last_offset, max_timestamp, shallow, valid)
+        self._update_log_end_offset(last_offset + 1)
+        if self._hw.message_offset >= self._leo:
+            self._hw = self._leo_meta
+        if self._leo - self._recovery_point >= self._flush_messages:
+            self.flush(self._leo)
+        return info
+
+    def _check_batch_sizes(self, buf: Any) -> None:
+        headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
+        sizes = headers[:, COL_SIZE]
+        if len(sizes) and int(sizes.max()) > self._max_message_bytes:
+            raise RecordTooLargeError(
+                f"message batch size is {int(sizes.max())} bytes in append to "
+                f"{self.topic}-{self.partition}, which exceeds the maximum configured size of "
+                f"{self._max_message_bytes}"
+            )
+
+    def _assign_epochs_from(self, buf: Any) -> None:
+        """Epoch cache upkeep for every batch of an append (§2.6 step 1)."""
+        cache = self.leader_epoch_cache
+        base, length, epoch, magic = _FIRST_HEADER.unpack_from(buf, 0)
+        total = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
+        if length + 12 == total:
+            if magic >= 2:
+                self._maybe_assign_epoch(epoch, base)
+            elif not cache.is_empty:
+                cache.clear_and_flush()
+            return
+        headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
+        magics = headers[:, COL_MAGIC]
+        epochs = headers[:, COL_PARTITION_LEADER_EPOCH]
+        bases = headers[:, COL_BASE_OFFSET]
+        # only the first batch of each run of equal epochs can change the cache
+        change = np.ones(len(headers), dtype=bool)
+        change[1:] = (epochs[1:] != epochs[:-1]) | (magics[1:] != magics[:-1])
+        for r in np.flatnonzero(change).tolist():
+            if magics[r] >= 2:
+                self._maybe_assign_epoch(int(epochs[r]), int(bases[r]))
+            elif not cache.is_empty:
+                cache.clear_and_flush()
+
+    def _maybe_assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if epoch < 0:
+            # Kafka's cache rejects negative epochs; such batches (never stamped by a leader)
+            # simply do not start an epoch here.
+            return
+        cache = self.leader_epoch_cache
+        latest = cache.latest_entry
+        if latest is not None and latest[0] == epoch and latest[1] <= start_offset:
+            return
+        cache.assign(epoch, start_offset)
+
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record ``leader_epoch`` as starting at ``start_offset`` (a new leader at its LEO, §6.1)."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    # --- roll (§2.7) --------------------------------------------------------------------
+    def _maybe_roll(
+        self, size: int, first_offset: int, last_offset: int, max_timestamp: int, now: int
+    ) -> LogSegment:
+        segment = self._segments.last
+        if segment.should_roll(
+            max_segment_bytes=self._segment_bytes,
+            messages_size=size,
+            max_segment_ms=self._max_segment_ms,
+            max_timestamp_in_messages=max_timestamp,
+            max_offset_in_messages=last_offset,
+            now_ms=now,
+        ):
+            roll_offset = first_offset if first_offset >= 0 else last_offset - INT32_MAX
+            return self.roll(roll_offset)
+        return segment
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, LEO)``; flush the old ones."""
+        self._check_open()
+        new_offset = max(expected_next_offset or 0, self._leo)
+        active = self._segments.last
+        if new_offset in self._segments:
+            if active.base_offset == new_offset and active.size == 0:
+                # KAFKA-6388: an empty active segment whose index reports full
+                self._segments.remove(new_offset)
+                self._delete_segment_files([active])
+            else:
+                raise KafkaStorageError(
+                    f"trying to roll a new segment for {self.topic}-{self.partition} at "
+                    f"{new_offset} while it already exists"
+                )
+        elif active is not None and new_offset < active.base_offset:
+            raise KafkaStorageError(
+                f"trying to roll a new segment at {new_offset}, below the active segment "
+                f"{active.base_offset}"
+            )
+        else:
+            for path in (
+                log_file_path(self.dir, new_offset),
+                offset_index_path(self.dir, new_offset),
+                time_index_path(self.dir, new_offset),
+                txn_index_path(self.dir, new_offset),
+            ):
+                if self.medium.exists(path):
+                    self.medium.remove(path)
+            if active is not None:
+                active.on_become_inactive()
+        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock)
+        self._segments.add(segment)
+        self._update_log_end_offset(self._leo)
+        if self._hw.message_offset >= self._leo:
+            self._hw = self._leo_meta
+        # Kafka schedules this flush; the step model runs it now
+        self.flush(new_offset)
+        return segment
+
+    def _update_log_end_offset(self, offset: int) -> None:
+        self._leo = offset
+        self._leo_meta_cache = None  # built on demand from the active segment (same values)
+        if self._recovery_point > offset:
+            self._recovery_point = offset
+
+    @property
+    def _leo_meta(self) -> LogOffsetMetadata:
+        meta = self._leo_meta_cache
+        if meta is None:
+            active = self._segments.last
+            meta = self._leo_meta_cache = LogOffsetMetadata(self._leo, active.base_offset, active.size)
+        return meta
+
+    # --- high watermark (§5.2, §6.4) ---------------------------------------------------------
+    def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
+        """Set the HW clamped to [LSO, LEO]; may move it down (follower / load time)."""
+        meta = hw if isinstance(hw, LogOffsetMetadata) else LogOffsetMetadata(int(hw))
+        if meta.message_offset < self._log_start_offset:
+            meta = LogOffsetMetadata(self._log_start_offset)
+        elif meta.message_offset >= self._leo:
+            meta = self._leo_meta
+        self._set_hw(meta)
+        return meta.message_offset
+
+    def _set_hw(self, meta: LogOffsetMetadata) -> None:
+        if meta.message_offset < 0:
+            raise ValueError("high watermark offset should be non-negative")
+        self._hw = meta
+
+    def maybe_increment_high_watermark(
+        self, new_hw: LogOffsetMetadata
+    ) -> LogOffsetMetadata | None:
+        """Leader: move the HW forward (or to a newer segment at the same offset); old HW or None."""
+        if new_hw.message_offset > self._leo:
+            raise ValueError(
+                f"high watermark {new_hw} update exceeds current log end offset {self._leo_meta}"
+            )
+        old = self.fetch_high_watermark_metadata()
+        if old.message_offset < new_hw.message_offset or (
+            old.message_offset == new_hw.message_offset and old.on_older_segment(new_hw)
+        ):
+            self._set_hw(new_hw)
+            return old
+        return None
+
+    def maybe_update_high_watermark(self, hw: int) -> int | None:
+        """Follower: adopt the leader's HW (clamped); the new value if it changed, else None."""
+        old = self._hw.message_offset
+        new = self.update_high_watermark(hw)
+        return None if new == old else new
+
+    def fetch_high_watermark_metadata(self) -> LogOffsetMetadata:
+        """HW with segment/position filled in (resolved through the index when needed)."""
+        hw = self._hw
+        if hw.message_offset_only:
+            if hw.message_offset < self._leo:
+                hw = self.convert_to_offset_metadata(hw.message_offset)
+            else:
+                hw = self._leo_meta
+            if hw.message_offset == self._hw.message_offset:
+                self._hw = hw
+        return hw
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Segment and position of ``offset`` (OffsetOutOfRangeError outside the log)."""
+        if offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is below the log start offset {self._log_start_offset} of "
+                f"{self.topic}-{self.partition}"
+            )
+        return self._local_read(offset, 1, self._leo_meta, False).fetch_offset_metadata
+
+    # --- log start offset ----------------------------------------------------------------
+    def _update_log_start_offset(self, offset: int) -> None:
+        self._log_start_offset = offset
+        if self._hw.message_offset < offset:
+            self.update_high_watermark(offset)
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """Raise the LSO (DeleteRecords, follower catching up); never above the HW."""
+        self._check_open()
+        if new_log_start_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {new_log_start_offset} of partition "
+                f"{self.topic}-{self.partition} since it is larger than the high watermark "
+                f"{self.high_watermark}"
+            )
+        if new_log_start_offset > self._log_start_offset:
+            self._update_log_start_offset(new_log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            return True
+        return False
+
+    def delete_old_segments(self) -> int:
+        """Delete segments wholly below the log start offset (``deleteLogStartOffsetBreachedSegments``).
+
+        Retention by time and size is not implemented. Returns the number of segments deleted.
+        """
+        deletable = []
+        for seg in self._segments:
+            nxt = self._segments.higher(seg.base_offset)
+            if nxt is None or nxt.base_offset > self._log_start_offset:
+                break
+            deletable.append(seg)
+        for seg in deletable:
+            self._segments.remove(seg.base_offset)
+        self._delete_segment_files(deletable)
+        return len(deletable)
+
+    # --- read (§3.2) --------------------------------------------------------------------
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        isolation: str = "log_end",
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Bytes from the batch containing ``offset`` up to the isolation bound (§3.2).
+
+        ``isolation="log_end"`` (followers) reads up to the LEO, ``"high_watermark"`` (consumers)
+        up to the HW. Raises :class:`OffsetOutOfRangeError` below the log start offset or above
+        the LEO; an offset between the bound and the LEO gives empty records.
+        """
+        if offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {offset} for partition {self.topic}-{self.partition}, "
+                f"but we only have log segments starting from offset: {self._log_start_offset}."
+            )
+        if isolation == "log_end":
+            max_meta = self._leo_meta
+        elif isolation == "high_watermark":
+            max_meta = self.fetch_high_watermark_metadata()
+        else:
+            raise ValueError(f"isolation must be one of {_ISOLATIONS}, not {isolation!r}")
+        return self._local_read(offset, max_bytes, max_meta, min_one_message)
+
+    def _local_read(
+        self,
+        start_offset: int,
+        max_length: int,
+        max_meta: LogOffsetMetadata,
+        min_one_message: bool,
+    ) -> FetchDataInfo:
+        end_offset = self._leo
+        segment = self._segments.floor(start_offset)
+        if start_offset > end_offset or segment is None:
+            raise OffsetOutOfRangeError(
+                f"received request for offset {start_offset} for partition "
+                f"{self.topic}-{self.partition}, but we only have log segments upto {end_offset}."
+            )
+        if start_offset == max_meta.message_offset:
+            return FetchDataInfo(max_meta, b"")
+        if start_offset > max_meta.message_offset:
+            return FetchDataInfo(self.convert_to_offset_metadata(start_offset), b"")
+        while segment is not None:
+            if segment.base_offset < max_meta.segment_base_offset:
+                max_position: int | None = segment.size
+            elif segment.base_offset == max_meta.segment_base_offset and not max_meta.message_offset_only:
+                max_position = max_meta.relative_position_in_segment
+            else:
+                max_position = -1
+            data = segment.read(start_offset, max_length, max_position, min_one_message)
+            if data is not None:
+                return data
+            segment = self._segments.higher(segment.base_offset)
+        return FetchDataInfo(self._leo_meta, b"")
+
+    # --- offsets by timestamp ---------------------------------------------------------
+    def offset_for_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: first record with timestamp ≥ target (or −1 latest, −2 earliest, −3 max)."""
+        cache = self.leader_epoch_cache
+        if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            earliest = cache.earliest_entry
+            epoch = earliest[0] if earliest is not None and earliest[1] <= self._log_start_offset else None
+            return TimestampAndOffset(-1, self._log_start_offset, epoch)
+        if target_timestamp == LATEST_TIMESTAMP:
+            latest = self.latest_epoch
+            return TimestampAndOffset(-1, self._leo, latest if latest >= 0 else None)
+        if target_timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        for seg in self._segments:
+            if seg.largest_timestamp() >= target_timestamp:
+                return self._search_segment_for_timestamp(seg, target_timestamp, self._log_start_offset)
+        return None
+
+    def _max_timestamp_offset(self) -> TimestampAndOffset | None:
+        best = None
+        for seg in self._segments:
+            ts = seg.max_timestamp_and_offset_so_far
+            if best is None or ts.timestamp > best[1].timestamp:
+                best = (seg, ts)
+        if best is None or best[1].timestamp < 0:
+            return None
+        seg, ts = best
+        position = int(seg.offset_index.lookup(ts.offset)[1])
+        for headers in seg.scan_headers(position):
+            rows = np.flatnonzero(headers[:, COL_MAX_TIMESTAMP] == ts.timestamp)
+            if rows.size:
+                r = int(rows[0])
+                epoch = int(headers[r, COL_PARTITION_LEADER_EPOCH])
+                return TimestampAndOffset(
+                    ts.timestamp, int(last_offsets(headers[r : r + 1])[0]), epoch if epoch >= 0 else None
+                )
+        return None
+
+    def _search_segment_for_timestamp(
+        self, seg: LogSegment, target: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        entry = seg.time_index.lookup(target)
+        position = int(seg.offset_index.lookup(max(int(entry[1]), starting_offset))[1])
+        for headers in seg.scan_headers(position):
+            for r in np.flatnonzero(headers[:, COL_MAX_TIMESTAMP] >= target).tolist():
+                pos, size = int(headers[r, COL_POSITION]), int(headers[r, COL_SIZE])
+                epoch = int(headers[r, COL_PARTITION_LEADER_EPOCH])
+                batch = bytes(seg.log_file.read(pos, size))
+                for ts, off in _record_timestamps(batch):
+                    if ts >= target and off >= starting_offset:
+                        return TimestampAndOffset(ts, off, epoch if epoch >= 0 else None)
+        return None
+
+    # --- truncation (§4.1-4.2) ------------------------------------------------------------
+    def truncate_to(self, target_offset: int) -> bool:
+        """Keep offsets < ``target_offset``; True if data was removed (§4.1)."""
+        self._check_open()
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset")
+        if target_offset >= self._leo:
+            self.leader_epoch_cache.truncate_from_end(self._leo)
+            return False
+        if self._segments.first.base_offset > target_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        doomed = self._segments.after(target_offset)
+        for seg in doomed:
+            self._segments.remove(seg.base_offset)
+        self._delete_segment_files(doomed)
+        active = self._segments.last
+        active.truncate_to(target_offset)
+        active.flush()
+        self.medium.fsync_dir(self.dir)
+        self._update_log_end_offset(target_offset)
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        self._log_start_offset = min(target_offset, self._log_start_offset)
+        if self._hw.message_offset >= self._leo:
+            self._hw = self._leo_meta
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
+        """Drop every segment and start empty at ``new_offset`` (§4.2)."""
+        self._check_open()
+        if new_offset < 0:
+            raise ValueError("cannot start a log at a negative offset")
+        doomed = list(self._segments)
+        self._segments.clear()
+        self._delete_segment_files(doomed)
+        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock)
+        self._segments.add(segment)
+        self.medium.fsync_dir(self.dir)
+        self._update_log_end_offset(new_offset)
+        self.leader_epoch_cache.clear_and_flush()
+        self._log_start_offset = new_offset if log_start_offset is None else int(log_start_offset)
+        self.update_high_watermark(self._leo_meta)
+
+    def _delete_segment_files(self, segments: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` then remove (see the module docstring for the step model)."""
+        for seg in segments:
+            seg.close_handlers()
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        for seg in segments:
+            seg.delete()
+
+    # --- flush (§2.8) -----------------------------------------------------------------
+    def flush(self, offset: int | None = None) -> None:
+        """fsync segments below ``offset`` and make it the recovery point.
+
+        ``None`` flushes everything including an empty active segment (Kafka's
+        ``flush(forceFlushActiveSegment = true)``), leaving the recovery point at the LEO.
+        """
+        self._check_open()
+        if offset is None:
+            flush_offset, new_recovery_point = self._leo + 1, self._leo
+        else:
+            flush_offset = new_recovery_point = int(offset)
+        rp = self._recovery_point
+        if flush_offset <= rp:
+            return
+        to_flush = self._segments.values(rp, flush_offset)
+        for seg in to_flush:
+            seg.flush()
+        if any(seg.base_offset >= rp for seg in to_flush):
+            self.medium.fsync_dir(self.dir)
+        if new_recovery_point > self._recovery_point:
+            self._recovery_point = min(new_recovery_point, self._leo)
+            self.last_flush_ms = self.clock.milliseconds()
+
+    def flush_if_due(self) -> bool:
+        """The ``flush.ms`` policy (LogManager's flush scheduler): flush when overdue."""
+        if self._flush_ms == _LONG_MAX or self.closed:
+            return False
+        if self.clock.milliseconds() - self.last_flush_ms >= self._flush_ms:
+            self.flush(self._leo)
+            return True
+        return False
+
+    # --- lifecycle ---------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def close(self) -> None:
+        """Close all segments (indexes are trimmed); no flush — call :meth:`flush` first."""
+        if self.closed:
+            return
+        self._segments.close()
+        self.closed = True
+
+    def delete(self) -> None:
+        """Close the log and remove its directory with everything in it."""
+        if not self.closed:
+            self.close()
+        self._segments.clear()
+        self.medium.rmtree(self.dir)
+
+
+def _record_timestamps(batch: bytes) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every record of one batch, decompressing when needed."""
+    return [(r.timestamp, r.offset) for r in _records().batch_at(batch)]
+

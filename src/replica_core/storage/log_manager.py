@@ -1,0 +1,401 @@
+"""All partition logs of a broker's log directories (Kafka's ``LogManager``).
+
+KAFKA_SEMANTICS §5.1 (startup order), §1.10 (checkpoint files), §1.12 (clean-shutdown marker).
+Startup per log dir: remember and DELETE the clean-shutdown marker before loading anything
+(KAFKA-10471); read the recovery-point, log-start-offset and high-watermark checkpoints (an
+unreadable one counts as empty, with a warning); load the partition directories with a pool of
+``num_recovery_threads`` workers (the native recovery scan releases the GIL). Shutdown: flush
+every log including empty active segments, close them, write the checkpoints, and re-create the
+marker for every dir that either had one or loaded completely.
+
+A log dir that fails with an I/O error goes offline (its logs are dropped) instead of failing
+the broker, as Kafka's ``LogDirFailureChannel`` does.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from replica_core.errors import CorruptCheckpointError, KafkaError, KafkaStorageError
+from replica_core.storage.loader import RecoveryReport
+from replica_core.storage.log import Log, parse_topic_partition
+
+__all__ = [
+    "LogManager",
+    "LogDirLoad",
+    "load_log_dir",
+    "RECOVERY_POINT_CHECKPOINT_FILE",
+    "LOG_START_OFFSET_CHECKPOINT_FILE",
+    "HIGH_WATERMARK_CHECKPOINT_FILE",
+]
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
+
+TopicPartition = tuple[str, int]
+Progress = Callable[[str, str, int, int], None]
+
+
+@dataclass
+class LogDirLoad:
+    """What startup found in one log dir."""
+
+    log_dir: str
+    had_clean_shutdown: bool = False
+    loaded: int = 0
+    reports: dict[TopicPartition, RecoveryReport] = field(default_factory=dict)
+    skipped_dirs: list[str] = field(default_factory=list)
+    deleted_dirs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    failed: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return self.failed is None
+
+
+class LogManager:
+    """Opens, tracks, checkpoints and shuts down the logs under ``log_dirs``.
+
+    Call :meth:`startup` to load (or use :func:`load_log_dir`). ``topic_configs`` maps a topic
+    name to its LogConfig; others use ``config``.
+    """
+
+    def __init__(
+        self,
+        log_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+        config: Any = None,
+        *,
+        medium: Any = None,
+        clock: Any = None,
+        num_recovery_threads: int = 1,
+        topic_configs: dict[str, Any] | None = None,
+        broker_epoch: int = -1,
+    ) -> None:
+        if medium is None:
+            from replica_core.storage.medium import FileMedium
+
+            medium = FileMedium()
+        if clock is None:
+            from replica_core.clock import SystemClock
+
+            clock = SystemClock()
+        if config is None:
+            from replica_core.storage.config import LogConfig
+
+            config = LogConfig()
+        if isinstance(log_dirs, (str, os.PathLike)):
+            log_dirs = [log_dirs]
+        self.log_dirs = [os.fspath(d) for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("at least one log dir is required")
+        if num_recovery_threads < 1:
+            raise ValueError("num_recovery_threads must be at least 1")
+        self.config = config
+        self.topic_configs = dict(topic_configs or {})
+        self.medium = medium
+        self.clock = clock
+        self.num_recovery_threads = num_recovery_threads
+        self.broker_epoch = broker_epoch
+        self._logs: dict[TopicPartition, Log] = {}
+        self._log_dir_of: dict[TopicPartition, str] = {}
+        self.loads: dict[str, LogDirLoad] = {}
+        self.offline_dirs: set[str] = set()
+        self.started = False
+
+    # --- configuration ------------------------------------------------------------------
+    def config_for(self, topic: str) -> Any:
+        return self.topic_configs.get(topic, self.config)
+
+    # --- startup (§5.1) -----------------------------------------------------------------
+    def startup(self, progress: Progress | None = None) -> dict[str, LogDirLoad]:
+        """Load every partition of every log dir; ``progress(log_dir, partition_dir, done, total)``."""
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
+            try:
+                self.medium.makedirs(d)
+                self.loads[d] = self._load_dir(d, progress)
+            except (OSError, KafkaStorageError) as e:
+                log.error("log dir %s failed to load: %s", d, e)
+                self._mark_offline(d, str(e))
+        self.started = True
+        return self.loads
+
+    def _marker(self, log_dir: str) -> Any:
+        from replica_core.storage.checkpoint import CleanShutdownFile
+
+        return CleanShutdownFile(self.medium, log_dir)
+
+    def _read_checkpoint(self, log_dir: str, name: str, load: LogDirLoad) -> dict[TopicPartition, int]:
+        from replica_core.storage.checkpoint import OffsetCheckpointFile
+
+        path = os.path.join(log_dir, name)
+        if not self.medium.exists(path):
+            return {}
+        try:
+            return dict(OffsetCheckpointFile(self.medium, path).read())
+        except (CorruptCheckpointError, OSError, ValueError) as e:
+            load.warnings.append(f"{name} unreadable ({e}); treating it as empty")
+            log.warning("%s: %s unreadable (%s); treating it as empty", log_dir, name, e)
+            return {}
+
+    def _partition_dirs(self, log_dir: str, load: LogDirLoad) -> list[str]:
+        out = []
+        for name in self.medium.listdir(log_dir):
+            path = os.path.join(log_dir, name)
+            if not self.medium.is_dir(path):
+                continue
+            if name == REMOTE_INDEX_CACHE_DIR or name.startswith(CLUSTER_METADATA_TOPIC + "-"):
+                load.skipped_dirs.append(name)
+                continue
+            if name.endswith("-delete"):
+                # marked for deletion before the restart; Kafka deletes it after
+                # file.delete.delay.ms, the step model at once
+                try:
+                    self.medium.rmtree(path)
+                    load.deleted_dirs.append(name)
+                except OSError as e:
+                    load.warnings.append(f"could not delete {name}: {e}")
+                continue
+            if name.endswith(("-stray", "-future")):
+                load.skipped_dirs.append(name)
+                continue
+            try:
+                parse_topic_partition(name)
+            except KafkaStorageError as e:
+                load.skipped_dirs.append(name)
+                load.warnings.append(str(e))
+                continue
+            out.append(path)
+        return out
+
+    def _load_dir(self, log_dir: str, progress: Progress | None) -> LogDirLoad:
+        marker = self._marker(log_dir)
+        load = LogDirLoad(log_dir)
+        load.had_clean_shutdown = bool(marker.exists())
+        if load.had_clean_shutdown:
+            # KAFKA-10471: a crash while loading must count as unclean; the directory sync
+            # makes that hold after a power failure too
+            marker.delete()
+            self.medium.fsync_dir(log_dir)
+        recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT_FILE, load)
+        log_starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT_FILE, load)
+        high_watermarks = self._read_checkpoint(log_dir, HIGH_WATERMARK_CHECKPOINT_FILE, load)
+        dirs = self._partition_dirs(log_dir, load)
+        total = len(dirs)
+        done = 0
+
+        def open_one(path: str) -> Log:
+            tp = parse_topic_partition(path)
+            lg = Log.open(
+                path,
+                self.config_for(tp[0]),
+                medium=self.medium,
+                clock=self.clock,
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                had_clean_shutdown=load.had_clean_shutdown,
+            )
+            lg.update_high_watermark(high_watermarks.get(tp, 0))
+            return lg
+
+        workers = min(self.num_recovery_threads, max(1, total))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
+            futures = [(path, pool.submit(open_one, path)) for path in dirs]
+            for path, fut in futures:
+                try:
+                    lg = fut.result()
+                except (KafkaError, OSError) as e:
+                    load.failed = f"{os.path.basename(path)}: {e}"
+                    raise KafkaStorageError(f"error loading {path}: {e}") from e
+                tp = (lg.topic, lg.partition)
+                if tp in self._logs:
+                    raise KafkaStorageError(
+                        f"duplicate log directories for {tp[0]}-{tp[1]}: "
+                        f"{self._logs[tp].dir} and {lg.dir}"
+                    )
+                self._logs[tp] = lg
+                self._log_dir_of[tp] = log_dir
+                if lg.recovery_report is not None:
+                    load.reports[tp] = lg.recovery_report
+                done += 1
+                load.loaded = done
+                if progress is not None:
+                    progress(log_dir, path, done, total)
+        return load
+
+    def _mark_offline(self, log_dir: str, reason: str) -> None:
+        self.offline_dirs.add(log_dir)
+        load = self.loads.setdefault(log_dir, LogDirLoad(log_dir))
+        load.failed = load.failed or reason
+        for tp in [tp for tp, d in self._log_dir_of.items() if d == log_dir]:
+            lg = self._logs.pop(tp)
+            del self._log_dir_of[tp]
+            try:
+                lg.close()
+            except Exception:  # noqa: BLE001 - the dir is already failing
+                pass
+
+    # --- logs ----------------------------------------------------------------------------
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._log_dir_of.get((topic, partition))
+
+    def create_log(
+        self, topic: str, partition: int, *, log_dir: str | None = None, config: Any = None
+    ) -> Log:
+        """The existing log, or a new empty one in ``log_dir`` (default: the dir with fewest logs)."""
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            return existing
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError("no online log directory")
+        if log_dir is None:
+            counts = {d: 0 for d in online}
+            for d in self._log_dir_of.values():
+                if d in counts:
+                    counts[d] += 1
+            log_dir = min(online, key=lambda d: (counts[d], online.index(d)))
+        elif log_dir not in online:
+            raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
+        path = os.path.join(log_dir, f"{topic}-{partition}")
+        # a directory nobody loaded may hold anything: recover it fully
+        stale = self.medium.exists(path)
+        lg = Log.open(
+            path,
+            config if config is not None else self.config_for(topic),
+            medium=self.medium,
+            clock=self.clock,
+            had_clean_shutdown=not stale,
+        )
+        self._logs[(topic, partition)] = lg
+        self._log_dir_of[(topic, partition)] = log_dir
+        return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Remove a partition's log and its directory."""
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return False
+        self._log_dir_of.pop((topic, partition), None)
+        lg.delete()
+        return True
+
+    def truncate_to(self, offsets: dict[TopicPartition, int]) -> None:
+        """Truncate logs and checkpoint recovery points of the affected dirs (§4.1)."""
+        dirs = set()
+        for tp, offset in offsets.items():
+            lg = self._logs.get(tp)
+            if lg is not None and lg.truncate_to(offset):
+                dirs.add(self._log_dir_of[tp])
+        for d in dirs:
+            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+
+    def flush_dirty_logs(self) -> int:
+        """The ``flush.ms`` scheduler: flush every overdue log; returns how many were flushed."""
+        return sum(1 for lg in self._logs.values() if lg.flush_if_due())
+
+    # --- checkpoints (§1.10) --------------------------------------------------------------
+    def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) == log_dir}
+
+    def _checkpoint_dir(
+        self,
+        log_dir: str,
+        name: str,
+        value: Callable[[Log], int],
+        include: Callable[[Log], bool] = lambda lg: True,
+    ) -> None:
+        from replica_core.storage.checkpoint import OffsetCheckpointFile
+
+        if log_dir in self.offline_dirs:
+            return
+        entries = {tp: int(value(lg)) for tp, lg in self._logs_in(log_dir).items() if include(lg)}
+        try:
+            OffsetCheckpointFile(self.medium, os.path.join(log_dir, name)).write(entries)
+        except OSError as e:
+            self._mark_offline(log_dir, f"writing {name}: {e}")
+
+    def checkpoint_recovery_points(self) -> None:
+        """Write ``recovery-point-offset-checkpoint`` in every online log dir."""
+        for d in self.log_dirs:
+            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write ``log-start-offset-checkpoint``: only logs whose LSO is above their first segment."""
+        for d in self.log_dirs:
+            self._checkpoint_dir(
+                d,
+                LOG_START_OFFSET_CHECKPOINT_FILE,
+                lambda lg: lg.log_start_offset,
+                lambda lg: lg.log_start_offset > lg.segments.first.base_offset,
+            )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write ``replication-offset-checkpoint`` (ReplicaManager's job in Kafka)."""
+        for d in self.log_dirs:
+            self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
+
+    # --- shutdown ------------------------------------------------------------------------
+    def shutdown(self, broker_epoch: int | None = None) -> None:
+        """Flush and close every log, write the checkpoints, then the clean-shutdown markers."""
+        epoch = self.broker_epoch if broker_epoch is None else broker_epoch
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                continue
+            logs = self._logs_in(d)
+            try:
+                for lg in logs.values():
+                    if not lg.closed:
+                        lg.flush()
+                self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+                self._checkpoint_dir(
+                    d,
+                    LOG_START_OFFSET_CHECKPOINT_FILE,
+                    lambda lg: lg.log_start_offset,
+                    lambda lg: lg.log_start_offset > lg.segments.first.base_offset,
+                )
+                self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
+                for lg in logs.values():
+                    lg.close()
+                load = self.loads.get(d)
+                if d not in self.offline_dirs and (load is None or load.complete or load.had_clean_shutdown):
+                    self._marker(d).write(epoch)
+            except (OSError, KafkaStorageError) as e:
+                self._mark_offline(d, str(e))
+        self._logs.clear()
+        self._log_dir_of.clear()
+
+
+def load_log_dir(
+    log_dir: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    config: Any = None,
+    *,
+    medium: Any = None,
+    clock: Any = None,
+    num_recovery_threads: int = 1,
+    progress: Progress | None = None,
+) -> LogManager:
+    """A started :class:`LogManager` over ``log_dir`` (one dir or several)."""
+    manager = LogManager(
+        log_dir, config, medium=medium, clock=clock, num_recovery_threads=num_recovery_threads
+    )
+    manager.startup(progress)
+    return manager

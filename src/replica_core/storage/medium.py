@@ -1,0 +1,616 @@
+"""Where the bytes of a log live: real files, or memory that models the page cache (§2.8).
+
+Everything below the log reads and writes through a :class:`Medium` so that a simulated broker
+can run on :class:`MemoryMedium`, where written is not the same as flushed.
+
+:class:`FileMedium` is the real thing: ``os.pread``/``os.pwrite``/``os.fsync`` on file
+descriptors, ``mmap`` for zero-copy views.
+
+:class:`MemoryMedium` keeps, per file, the cached contents (what a running process sees) and the
+durable contents (what a disk holds after a power failure), and two name tables: the current one
+and the durable one. The model, chosen to be simple and POSIX-honest:
+
+* ``MediumFile.flush()`` (fsync) makes the file's current contents durable. It does not make a
+  new name durable (unless ``MemoryMedium(fsync_persists_name=True)``, which models ext4/xfs,
+  where fsync of a new file also commits its directory entry).
+* A file-level name change (creation, ``rename``, ``remove``) becomes durable only when its
+  parent directory is synced with ``fsync_dir`` (``write_atomic`` does this, as Kafka's
+  ``Utils.atomicMoveWithFallback`` does).
+* Directory-level operations (``makedirs``, removing an empty directory, renaming a directory,
+  ``rmtree``) are durable at once.
+* ``crash("power")``: the name table reverts to the durable one (unsynced creations vanish,
+  unsynced renames and removals revert) and every surviving file reverts to its last flushed
+  contents; a file whose name was synced but whose contents never were comes back empty.
+* ``crash("process")``: nothing is lost (the page cache outlives the process).
+* Either crash closes every open :class:`MediumFile` (the process that held them is gone).
+
+Views (``MediumFile.view``) stay valid for the range they cover until the file's size changes;
+after ``append``/``truncate`` take a new view. For ``FileMedium``, reading a view past a point
+the file was since truncated to is undefined (the kernel sends SIGBUS), so release views before
+shrinking a file.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import posixpath
+import shutil
+import weakref
+from typing import Literal
+
+__all__ = ["Medium", "MediumFile", "FileMedium", "MemoryMedium"]
+
+PathLike = str | os.PathLike
+
+
+class MediumFile:
+    """An open file of a :class:`Medium` (the interface; see the two implementations)."""
+
+    __slots__ = ()
+    path: str
+    writable: bool
+
+    def size(self) -> int:
+        """Current length in bytes."""
+        raise NotImplementedError
+
+    def read(self, position: int, n: int = -1) -> bytes | memoryview:
+        """Up to ``n`` bytes from ``position`` (short at EOF; ``n < 0`` reads to the end)."""
+        raise NotImplementedError
+
+    def view(self, position: int = 0, n: int = -1) -> memoryview:
+        """A read-only zero-copy view of ``[position, position + n)`` (clipped at EOF)."""
+        raise NotImplementedError
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        """Write ``data`` at the current end; returns the position it was written at."""
+        raise NotImplementedError
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        """Overwrite in place at ``position`` (extends the file if it runs past the end)."""
+        raise NotImplementedError
+
+    def truncate(self, size: int) -> None:
+        """Shrink to ``size`` bytes, or extend with zero bytes."""
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        """fsync: the current contents become durable."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
+
+    def __enter__(self) -> MediumFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Medium:
+    """A file system: names, directories and :class:`MediumFile` handles."""
+
+    def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
+        """Open ``path``; ``FileNotFoundError`` if it is absent and ``create`` is false."""
+        raise NotImplementedError
+
+    def exists(self, path: PathLike) -> bool:
+        raise NotImplementedError
+
+    def is_dir(self, path: PathLike) -> bool:
+        raise NotImplementedError
+
+    def listdir(self, path: PathLike) -> list[str]:
+        """Names (not paths) in directory ``path``, sorted."""
+        raise NotImplementedError
+
+    def makedirs(self, path: PathLike) -> None:
+        """Create ``path`` and its missing parents (no error if it exists)."""
+        raise NotImplementedError
+
+    def remove(self, path: PathLike) -> None:
+        """Remove a file or an empty directory."""
+        raise NotImplementedError
+
+    def rmtree(self, path: PathLike) -> None:
+        """Remove a directory and everything below it."""
+        raise NotImplementedError
+
+    def rename(self, src: PathLike, dst: PathLike) -> None:
+        """Atomically rename ``src`` to ``dst``, replacing a file at ``dst``."""
+        raise NotImplementedError
+
+    def fsync_dir(self, path: PathLike) -> None:
+        """Make the names in directory ``path`` durable."""
+        raise NotImplementedError
+
+    def write_atomic(self, path: PathLike, data: bytes) -> None:
+        """Write ``<path>.tmp``, fsync it, rename it over ``path``, fsync the directory (§1.10)."""
+        path = os.fspath(path)
+        tmp = path + ".tmp"
+        f = self.open(tmp, create=True)
+        try:
+            f.truncate(0)
+            if data:
+                f.append(data)
+            f.flush()
+        finally:
+            f.close()
+        self.rename(tmp, path)
+        self.fsync_dir(posixpath.dirname(path) or ".")
+
+    def read_bytes(self, path: PathLike) -> bytes:
+        """The whole current contents of file ``path``."""
+        f = self.open(path, writable=False)
+        try:
+            return bytes(f.read(0, f.size()))
+        finally:
+            f.close()
+
+
+# --------------------------------------------------------------------------------------------
+# Real files
+# --------------------------------------------------------------------------------------------
+
+
+class _OSFile(MediumFile):
+    __slots__ = ("path", "writable", "_fd", "_mmap", "_mmap_len")
+
+    def __init__(self, path: str, fd: int, writable: bool):
+        self.path = path
+        self.writable = writable
+        self._fd = fd
+        self._mmap: mmap.mmap | None = None
+        self._mmap_len = 0
+
+    def _check(self) -> int:
+        if self._fd < 0:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        return self._fd
+
+    def _check_writable(self) -> int:
+        fd = self._check()
+        if not self.writable:
+            raise PermissionError(f"{self.path} was opened read-only")
+        return fd
+
+    def size(self) -> int:
+        return os.fstat(self._check()).st_size
+
+    def read(self, position: int, n: int = -1) -> bytes:
+        fd = self._check()
+        if n < 0:
+            n = max(0, os.fstat(fd).st_size - position)
+        if n == 0:
+            return b""
+        out = os.pread(fd, n, position)
+        if len(out) == n:
+            return out
+        parts = [out]
+        got = len(out)
+        while out and got < n:
+            out = os.pread(fd, n - got, position + got)
+            parts.append(out)
+            got += len(out)
+        return b"".join(parts)
+
+    def view(self, position: int = 0, n: int = -1) -> memoryview:
+        fd = self._check()
+        size = os.fstat(fd).st_size
+        end = size if n < 0 else min(size, position + n)
+        if position >= end:
+            return memoryview(b"")
+        if self._mmap is None or self._mmap_len != size:
+            self._drop_mmap()
+            self._mmap = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+            self._mmap_len = size
+        return memoryview(self._mmap)[position:end]
+
+    def _drop_mmap(self) -> None:
+        mm, self._mmap = self._mmap, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # views still point at it; it is unmapped when the last one goes
+
+    def _pwrite_all(self, fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
+        mv = memoryview(data).cast("B")
+        done = 0
+        while done < len(mv):
+            done += os.pwrite(fd, mv[done:], position + done)
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        fd = self._check_writable()
+        pos = os.fstat(fd).st_size
+        self._pwrite_all(fd, data, pos)
+        return pos
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        fd = self._check_writable()
+        if position < 0:
+            raise ValueError(f"negative position {position}")
+        self._pwrite_all(fd, data, position)
+
+    def truncate(self, size: int) -> None:
+        fd = self._check_writable()
+        if size < 0:
+            raise ValueError(f"negative size {size}")
+        self._drop_mmap()
+        os.ftruncate(fd, size)
+
+    def flush(self) -> None:
+        os.fsync(self._check())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self._drop_mmap()
+            fd, self._fd = self._fd, -1
+            os.close(fd)
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class FileMedium(Medium):
+    """Real files through the OS (``os.pread``/``pwrite``/``fsync``, ``mmap`` views)."""
+
+    def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
+        path = os.fspath(path)
+        flags = (os.O_RDWR if writable else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+        if create:
+            flags |= os.O_CREAT
+        fd = os.open(path, flags, 0o644)
+        return _OSFile(path, fd, writable)
+
+    def exists(self, path: PathLike) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: PathLike) -> bool:
+        return os.path.isdir(path)
+
+    def listdir(self, path: PathLike) -> list[str]:
+        return sorted(os.listdir(path))
+
+    def makedirs(self, path: PathLike) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def remove(self, path: PathLike) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            os.rmdir(path)
+        else:
+            os.remove(path)
+
+    def rmtree(self, path: PathLike) -> None:
+        shutil.rmtree(path)
+
+    def rename(self, src: PathLike, dst: PathLike) -> None:
+        os.replace(src, dst)
+
+    def fsync_dir(self, path: PathLike) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------------------------
+# Memory modelling the page cache
+# --------------------------------------------------------------------------------------------
+
+
+class _Inode:
+    """One file's bytes: ``buf[:size]`` is the cached content, ``durable`` the flushed one."""
+
+    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi")
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.size = 0
+        self.durable: bytearray | None = None
+        self.dirty_lo = 1 << 62
+        self.dirty_hi = 0
+
+    def mark(self, lo: int, hi: int) -> None:
+        if lo < self.dirty_lo:
+            self.dirty_lo = lo
+        if hi > self.dirty_hi:
+            self.dirty_hi = hi
+
+    def ensure(self, size: int) -> None:
+        """Make room for ``size`` bytes without resizing ``buf`` in place (views may hold it)."""
+        cap = len(self.buf)
+        if size > cap:
+            new = bytearray(max(size, 2 * cap, 64))
+            new[: self.size] = self.buf[: self.size]
+            self.buf = new
+
+    def set_size(self, size: int) -> None:
+        old = self.size
+        if size < old:
+            self.buf[size:old] = bytes(old - size)  # same length: allowed while views exist
+        else:
+            self.ensure(size)
+        self.size = size
+        self.mark(min(size, old), max(size, old))
+
+    def flush(self) -> None:
+        size = self.size
+        if self.durable is None:
+            self.durable = bytearray(self.buf[:size])
+        else:
+            d = self.durable
+            if len(d) > size:
+                del d[size:]
+            elif len(d) < size:
+                d.extend(bytes(size - len(d)))
+            lo, hi = self.dirty_lo, min(self.dirty_hi, size)
+            if lo < hi:
+                d[lo:hi] = self.buf[lo:hi]
+        self.dirty_lo = 1 << 62
+        self.dirty_hi = 0
+
+    def revert(self) -> None:
+        self.buf = bytearray(self.durable) if self.durable is not None else bytearray()
+        self.size = len(self.buf)
+        self.dirty_lo = 1 << 62
+        self.dirty_hi = 0
+
+
+class _MemoryFile(MediumFile):
+    __slots__ = ("path", "writable", "_inode", "_medium", "__weakref__")
+
+    def __init__(self, medium: MemoryMedium, path: str, inode: _Inode, writable: bool):
+        self.path = path
+        self.writable = writable
+        self._inode: _Inode | None = inode
+        self._medium = medium
+
+    def _check(self) -> _Inode:
+        inode = self._inode
+        if inode is None:
+            raise ValueError(f"I/O operation on closed file {self.path}")
+        return inode
+
+    def _check_writable(self) -> _Inode:
+        inode = self._check()
+        if not self.writable:
+            raise PermissionError(f"{self.path} was opened read-only")
+        return inode
+
+    def size(self) -> int:
+        return self._check().size
+
+    def read(self, position: int, n: int = -1) -> bytes:
+        inode = self._check()
+        end = inode.size if n < 0 else min(inode.size, position + n)
+        if position >= end:
+            return b""
+        return bytes(inode.buf[position:end])
+
+    def view(self, position: int = 0, n: int = -1) -> memoryview:
+        inode = self._check()
+        end = inode.size if n < 0 else min(inode.size, position + n)
+        if position >= end:
+            return memoryview(b"")
+        return memoryview(inode.buf)[position:end].toreadonly()
+
+    def append(self, data: bytes | bytearray | memoryview) -> int:
+        inode = self._check_writable()
+        pos = inode.size
+        self._put(inode, pos, data)
+        return pos
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        inode = self._check_writable()
+        if position < 0:
+            raise ValueError(f"negative position {position}")
+        self._put(inode, position, data)
+
+    @staticmethod
+    def _put(inode: _Inode, position: int, data: bytes | bytearray | memoryview) -> None:
+        mv = memoryview(data).cast("B")
+        n = len(mv)
+        end = position + n
+        if end > inode.size:
+            inode.set_size(end)
+        inode.buf[position:end] = mv
+        inode.mark(position, end)
+
+    def truncate(self, size: int) -> None:
+        inode = self._check_writable()
+        if size < 0:
+            raise ValueError(f"negative size {size}")
+        inode.set_size(size)
+
+    def flush(self) -> None:
+        inode = self._check()
+        inode.flush()
+        m = self._medium
+        if m.fsync_persists_name and m._files.get(self.path) is inode:
+            m._durable[self.path] = inode
+
+    def close(self) -> None:
+        self._inode = None
+
+    @property
+    def closed(self) -> bool:
+        return self._inode is None
+
+
+def _norm(path: PathLike) -> str:
+    p = posixpath.normpath(os.fspath(path))
+    return p
+
+
+def _parent(p: str) -> str:
+    d = posixpath.dirname(p)
+    if d:
+        return d
+    return "/" if p.startswith("/") else "."
+
+
+def _under(p: str, d: str) -> bool:
+    if d in (".", "/"):
+        return p != d and (p.startswith("/") == (d == "/"))
+    return p.startswith(d + "/")
+
+
+class MemoryMedium(Medium):
+    """An in-memory file system with a page cache: flushed ≠ written (see module docstring)."""
+
+    def __init__(self, *, fsync_persists_name: bool = False) -> None:
+        #: ext4/xfs-like: fsync of a file also makes its current name durable (POSIX asks for a
+        #: directory fsync; the default models that stricter rule).
+        self.fsync_persists_name = fsync_persists_name
+        self._dirs: set[str] = {"/", "."}
+        self._files: dict[str, _Inode] = {}
+        self._durable: dict[str, _Inode] = {}
+        self._handles: weakref.WeakSet[_MemoryFile] = weakref.WeakSet()
+        self.crashes: list[str] = []
+
+    # -- names ---------------------------------------------------------------------------
+    def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
+        p = _norm(path)
+        inode = self._files.get(p)
+        if inode is None:
+            if p in self._dirs:
+                raise IsADirectoryError(p)
+            if not create:
+                raise FileNotFoundError(p)
+            if _parent(p) not in self._dirs:
+                raise FileNotFoundError(f"no directory {_parent(p)} for {p}")
+            inode = self._files[p] = _Inode()
+        f = _MemoryFile(self, p, inode, writable)
+        self._handles.add(f)
+        return f
+
+    def exists(self, path: PathLike) -> bool:
+        p = _norm(path)
+        return p in self._files or p in self._dirs
+
+    def is_dir(self, path: PathLike) -> bool:
+        return _norm(path) in self._dirs
+
+    def listdir(self, path: PathLike) -> list[str]:
+        d = _norm(path)
+        if d not in self._dirs:
+            if d in self._files:
+                raise NotADirectoryError(d)
+            raise FileNotFoundError(d)
+        names = [posixpath.basename(p) for p in self._files if _parent(p) == d]
+        names += [posixpath.basename(p) for p in self._dirs if p not in (".", "/") and _parent(p) == d]
+        return sorted(names)
+
+    def makedirs(self, path: PathLike) -> None:
+        p = _norm(path)
+        chain = []
+        while p not in self._dirs:
+            if p in self._files:
+                raise FileExistsError(f"{p} is a file")
+            chain.append(p)
+            p = _parent(p)
+        self._dirs.update(chain)
+
+    def remove(self, path: PathLike) -> None:
+        p = _norm(path)
+        if p in self._files:
+            del self._files[p]
+        elif p in self._dirs and p not in (".", "/"):
+            if any(_under(q, p) for q in self._files) or any(_under(q, p) for q in self._dirs):
+                raise OSError(39, "Directory not empty", p)
+            self._dirs.discard(p)
+            for q in [q for q in self._durable if _under(q, p)]:
+                del self._durable[q]
+        else:
+            raise FileNotFoundError(p)
+
+    def rmtree(self, path: PathLike) -> None:
+        p = _norm(path)
+        if p not in self._dirs:
+            raise FileNotFoundError(p)
+        for table in (self._files, self._durable):
+            for q in [q for q in table if _under(q, p)]:
+                del table[q]
+        self._dirs = {q for q in self._dirs if not _under(q, p)}
+        if p not in (".", "/"):
+            self._dirs.discard(p)
+
+    def rename(self, src: PathLike, dst: PathLike) -> None:
+        s, d = _norm(src), _norm(dst)
+        if s in self._files:
+            if d in self._dirs:
+                raise IsADirectoryError(d)
+            if _parent(d) not in self._dirs:
+                raise FileNotFoundError(f"no directory {_parent(d)} for {d}")
+            inode = self._files.pop(s)
+            self._files[d] = inode
+            for h in list(self._handles):
+                if h._inode is inode:
+                    h.path = d
+        elif s in self._dirs and s not in (".", "/"):
+            if d in self._files:
+                raise NotADirectoryError(d)
+            if d in self._dirs and (any(_under(q, d) for q in self._files)
+                                    or any(_under(q, d) for q in self._dirs)):
+                raise OSError(39, "Directory not empty", d)
+            if _parent(d) not in self._dirs or _under(d, s):
+                raise FileNotFoundError(d)
+            n = len(s)
+            for table in (self._files, self._durable):
+                for q in [q for q in table if _under(q, s)]:
+                    table[d + q[n:]] = table.pop(q)
+            self._dirs = {(d + q[n:]) if (q == s or _under(q, s)) else q for q in self._dirs}
+            for h in list(self._handles):
+                if _under(h.path, s):
+                    h.path = d + h.path[n:]
+        else:
+            raise FileNotFoundError(s)
+
+    def fsync_dir(self, path: PathLike) -> None:
+        d = _norm(path)
+        if d not in self._dirs:
+            raise FileNotFoundError(d)
+        for q in [q for q in self._durable if _parent(q) == d]:
+            del self._durable[q]
+        for q, inode in self._files.items():
+            if _parent(q) == d:
+                self._durable[q] = inode
+
+    # -- faults and inspection -------------------------------------------------------------
+    def crash(self, kind: Literal["process", "power"] = "process") -> None:
+        """Simulate a crash: ``"process"`` loses nothing, ``"power"`` keeps only what was synced."""
+        if kind not in ("process", "power"):
+            raise ValueError(f"unknown crash kind {kind!r}")
+        for h in list(self._handles):
+            h.close()
+        self._handles = weakref.WeakSet()
+        if kind == "power":
+            self._files = dict(self._durable)
+            for inode in {id(i): i for i in self._files.values()}.values():
+                inode.revert()
+        self.crashes.append(kind)
+
+    def durable_bytes(self, path: PathLike) -> bytes | None:
+        """What ``path`` would hold after a power failure now (None: it would not exist)."""
+        inode = self._durable.get(_norm(path))
+        if inode is None:
+            return None
+        return bytes(inode.durable) if inode.durable is not None else b""
+
+    def files(self) -> list[str]:
+        """Every current file path, sorted (for tests and reports)."""
+        return sorted(self._files)

@@ -1,0 +1,952 @@
+"""One log segment: a ``.log`` file plus its offset and time indexes (Kafka's ``LogSegment``).
+
+KAFKA_SEMANTICS §1.4-1.8 (files, indexes, sparse index rule), §2.7 (rolling), §3.3 (read),
+§4.1 (truncation), §5.4 (recovery). Batch framing and CRCs run in the batch kernel
+(``_fast/_batch.pyx``), index searches in the index module; nothing here walks records.
+
+Segments are not thread-safe; the owning :class:`~replica_core.storage.log.Log` serialises calls.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import random
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from replica_core.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    LogSegmentOffsetOverflowError,
+)
+
+# --- file names (LogFileUtils) -------------------------------------------------------------
+LOG_FILE_SUFFIX = ".log"
+INDEX_FILE_SUFFIX = ".index"
+TIME_INDEX_FILE_SUFFIX = ".timeindex"
+TXN_INDEX_FILE_SUFFIX = ".txnindex"
+SNAPSHOT_FILE_SUFFIX = ".snapshot"
+DELETED_FILE_SUFFIX = ".deleted"
+CLEANED_FILE_SUFFIX = ".cleaned"
+SWAP_FILE_SUFFIX = ".swap"
+INDEX_SUFFIXES = (INDEX_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX)
+
+INT32_MAX = 2**31 - 1
+NO_TIMESTAMP = -1
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+
+# Column layout of the batch kernel's header matrix (docs/contracts.md, "Batch kernels").
+(COL_POSITION, COL_SIZE, COL_BASE_OFFSET, COL_LAST_OFFSET_DELTA, COL_PARTITION_LEADER_EPOCH,
+ COL_MAGIC, COL_CRC, COL_ATTRIBUTES, COL_BASE_TIMESTAMP, COL_MAX_TIMESTAMP, COL_PRODUCER_ID,
+ COL_PRODUCER_EPOCH, COL_BASE_SEQUENCE, COL_RECORD_COUNT, COL_CRC_OK) = range(15)
+STOP_END, STOP_PARTIAL, STOP_CORRUPT = 0, 1, 2
+
+LOG_OVERHEAD = 12
+_SCAN_WINDOW = 64 * 1024
+_SIZE_FIELD = struct.Struct(">i")
+_JITTER_RNG = random.Random()
+_OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])  # .index entry (§1.5)
+_TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])  # .timeindex entry (§1.6)
+
+
+def filename_prefix(offset: int) -> str:
+    """The 20-digit zero-padded base offset that names segment files (§1.4)."""
+    return f"{offset:020d}"
+
+
+def log_file_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + LOG_FILE_SUFFIX + suffix)
+
+
+def offset_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + INDEX_FILE_SUFFIX + suffix)
+
+
+def time_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+
+
+def txn_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return os.path.join(dir, filename_prefix(base_offset) + TXN_INDEX_FILE_SUFFIX + suffix)
+
+
+def offset_from_file_name(name: str) -> int:
+    """``Long.parseLong(name[0 : first '.'])``; raises ``ValueError`` for other names."""
+    prefix = os.path.basename(name).split(".", 1)[0]
+    if not prefix.isdigit():
+        raise ValueError(f"not a segment file name: {name!r}")
+    return int(prefix)
+
+
+# --- small value types ---------------------------------------------------------------------
+class LogOffsetMetadata(NamedTuple):
+    """An offset plus, when known, the segment holding it and the byte position there.
+
+    Kafka's ``LogOffsetMetadata``; "message offset only" metadata has segment base −1 and
+    position −1 (KAFKA_SEMANTICS §10).
+    """
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+    @property
+    def message_offset_only(self) -> bool:
+        return self.segment_base_offset == -1 and self.relative_position_in_segment == -1
+
+    def on_older_segment(self, other: LogOffsetMetadata) -> bool:
+        if self.message_offset_only:
+            raise KafkaStorageError(f"{self} cannot compare its segment info with {other}")
+        return self.segment_base_offset < other.segment_base_offset
+
+    def on_same_segment(self, other: LogOffsetMetadata) -> bool:
+        if self.message_offset_only:
+            raise KafkaStorageError(f"{self} cannot compare its segment info with {other}")
+        return self.segment_base_offset == other.segment_base_offset
+
+    def position_diff(self, other: LogOffsetMetadata) -> int:
+        """Bytes between two positions of the same segment (DelayedFetch accounting)."""
+        if not self.on_same_segment(other):
+            raise KafkaStorageError(f"{self} is not on the same segment as {other}")
+        return self.relative_position_in_segment - other.relative_position_in_segment
+
+
+class FetchDataInfo(NamedTuple):
+    """What a read returns: where it started and the raw batch bytes (may end mid-batch, §3.3)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: bytes | memoryview
+    first_entry_incomplete: bool = False
+
+
+class LogOffsetPosition(NamedTuple):
+    """The batch found by ``translate_offset``: its last offset, file position and size."""
+
+    offset: int
+    position: int
+    size: int
+
+
+class TimestampOffset(NamedTuple):
+    timestamp: int
+    offset: int
+
+
+class SegmentRecovery(NamedTuple):
+    """Outcome of :meth:`LogSegment.recover`.
+
+    ``reason`` is ``""`` when nothing was cut, else ``"torn"`` (last batch runs past the end),
+    ``"corrupt"`` (bad size/magic), ``"crc"`` (size < 61 or CRC mismatch), ``"offsets"``
+    (offsets going backwards or overflowing the segment's relative range).
+    """
+
+    valid_bytes: int
+    truncated_bytes: int
+    batches: int
+    next_offset: int
+    reason: str
+    first_bad_position: int
+
+
+# --- kernels and collaborators, resolved lazily so this module imports on its own ---------------
+_batch_kernel: Any = None
+
+
+def batch_kernel() -> Any:
+    """The batch kernel module (native unless ``REPLICA_CORE_PURE``)."""
+    global _batch_kernel
+    if _batch_kernel is None:
+        from replica_core._fast import load
+
+        _batch_kernel = load("_batch", "batch_py")
+    return _batch_kernel
+
+
+@contextmanager
+def viewing(file: Any, position: int, n: int) -> Iterator[Any]:
+    """A zero-copy view of ``file[position:position+n]``, released on exit (mmap safety)."""
+    view = file.view(position, n)
+    try:
+        yield view
+    finally:
+        if isinstance(view, memoryview):
+            try:
+                view.release()
+            except BufferError:
+                pass
+
+
+def last_offsets(headers: np.ndarray) -> np.ndarray:
+    """Last offset of each framed batch (v2: base + lastOffsetDelta; legacy: the entry offset)."""
+    delta = headers[:, COL_LAST_OFFSET_DELTA]
+    return headers[:, COL_BASE_OFFSET] + np.where(headers[:, COL_MAGIC] >= 2, delta, 0)
+
+
+def sparse_index_rows(positions: np.ndarray, interval: int) -> np.ndarray:
+    """Rows that get an offset-index entry when a segment is rebuilt batch by batch (§5.4).
+
+    Kafka's rule: entry for the batch at position p iff ``p − lastEntryPosition > interval``,
+    starting from lastEntryPosition = 0. Greedy, so computed as a pointer chain: each selected row
+    jumps to the first row past ``p + interval`` (one vectorised search, then a short walk with
+    one step per index entry, not per batch).
+    """
+    n = len(positions)
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    if n > 1 and int(np.min(np.diff(positions))) > interval:
+        # every batch is bigger than the interval: every batch after the first qualifies
+        # (the first one too if it starts beyond the interval, which only a gap could cause)
+        start = 0 if positions[0] > interval else 1
+        return np.arange(start, n, dtype=np.int64)
+    nxt = np.searchsorted(positions, positions + interval, side="right").tolist()
+    rows = []
+    i = int(np.searchsorted(positions, interval, side="right"))
+    while i < n:
+        rows.append(i)
+        i = nxt[i]
+    return np.asarray(rows, dtype=np.int64)
+
+
+def running_max_timestamps(
+    max_ts: np.ndarray, last: np.ndarray, initial: TimestampOffset
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per batch, ``maxTimestampSoFar`` and its offset, with Kafka's strictly-greater update."""
+    n = len(max_ts)
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    cummax = np.maximum.accumulate(np.maximum(max_ts, initial.timestamp))
+    previous = np.empty(n, dtype=np.int64)
+    previous[0] = initial.timestamp
+    previous[1:] = cummax[:-1]
+    new_max_rows = np.where(max_ts > previous, np.arange(n), -1)
+    owner = np.maximum.accumulate(new_max_rows)
+    offsets = np.where(owner >= 0, last[np.maximum(owner, 0)], initial.offset)
+    return cummax, offsets
+
+
+class LogSegment:
+    """A segment: batches appended to ``<base>.log``, sparse ``.index`` and ``.timeindex``.
+
+    Build with :meth:`open`. Indexes open lazily (Kafka's ``LazyIndex``).
+    """
+
+    def __init__(
+        self,
+        medium: Any,
+        dir: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        roll_jitter_ms: int = 0,
+        clock: Any = None,
+        suffix: str = "",
+        file_already_exists: bool = False,
+    ) -> None:
+        from replica_core.clock import SystemClock
+
+        self.medium = medium
+        self.dir = dir
+        self.base_offset = int(base_offset)
+        self.index_interval_bytes = int(index_interval_bytes)
+        self.max_index_size = int(max_index_size)
+        self.roll_jitter_ms = int(roll_jitter_ms)
+        self.clock = clock if clock is not None else SystemClock()
+        self.suffix = suffix
+        path = log_file_path(dir, self.base_offset, suffix)
+        try:
+            self._log = medium.open(path, create=not file_already_exists)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {path}: {e}") from e
+        self._size = int(self._log.size())
+        self._offset_index: Any = None
+        self._time_index: Any = None
+        self.created = self.clock.milliseconds()
+        # None until known: the first batch's timestamp drives time-based rolling (§2.7)
+        self._rolling_based_timestamp: int | None = None
+        self._max_ts: TimestampOffset | None = None
+        self._bytes_since_last_index_entry = 0
+        self._next_offset: int | None = None if self._size else self.base_offset
+        self.closed = False
+        if not file_already_exists:
+            # a new segment gets its (pre-allocated) index files at once; existing ones load lazily
+            _ = self.offset_index, self.time_index
+
+    @classmethod
+    def open(
+        cls,
+        medium: Any,
+        dir: str,
+        base_offset: int,
+        config: Any = None,
+        clock: Any = None,
+        *,
+        file_already_exists: bool = False,
+        suffix: str = "",
+    ) -> LogSegment:
+        """Open or create the segment at ``base_offset`` with ``config``'s segment settings
+        (a :class:`LogConfig`; ``None`` means Kafka's defaults)."""
+        roll_jitter = 0
+        if config is not None and config.segment_jitter_ms:
+            roll_jitter = config.random_segment_jitter(_JITTER_RNG)
+        return cls(
+            medium,
+            dir,
+            base_offset,
+            index_interval_bytes=config.index_interval_bytes if config is not None else 4096,
+            max_index_size=config.segment_index_bytes if config is not None else DEFAULT_MAX_INDEX_SIZE,
+            roll_jitter_ms=roll_jitter,
+            clock=clock,
+            suffix=suffix,
+            file_already_exists=file_already_exists,
+        )
+
+    # --- files --------------------------------------------------------------------------------
+    @property
+    def log_path(self) -> str:
+        return log_file_path(self.dir, self.base_offset, self.suffix)
+
+    @property
+    def offset_index_path(self) -> str:
+        return offset_index_path(self.dir, self.base_offset, self.suffix)
+
+    @property
+    def time_index_path(self) -> str:
+        return time_index_path(self.dir, self.base_offset, self.suffix)
+
+    @property
+    def txn_index_path(self) -> str:
+        return txn_index_path(self.dir, self.base_offset, self.suffix)
+
+    @property
+    def log_file(self) -> Any:
+        """The ``.log`` :class:`MediumFile`."""
+        return self._log
+
+    @property
+    def offset_index(self) -> Any:
+        if self._offset_index is None:
+            from replica_core.storage.index import OffsetIndex
+
+            self._offset_index = OffsetIndex(
+                self.medium, self.offset_index_path, self.base_offset, self.max_index_size
+            )
+        return self._offset_index
+
+    @property
+    def time_index(self) -> Any:
+        if self._time_index is None:
+            from replica_core.storage.index import TimeIndex
+
+            self._time_index = TimeIndex(
+                self.medium, self.time_index_path, self.base_offset, self.max_index_size
+            )
+        return self._time_index
+
+    @property
+    def size(self) -> int:
+        """Bytes in the ``.log`` file."""
+        return self._size
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+
+    # --- timestamps -------------------------------------------------------------------------
+    @property
+    def max_timestamp_and_offset_so_far(self) -> TimestampOffset:
+        """Largest batch max timestamp in the segment and the last offset of its batch."""
+        if self._max_ts is None:
+            ts, off = self.time_index.last_entry()
+            self._max_ts = TimestampOffset(int(ts), int(off))
+        return self._max_ts
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self.max_timestamp_and_offset_so_far.timestamp
+
+    def largest_timestamp(self) -> int:
+        """The max batch timestamp, −1 when no batch carries one.
+
+        When the time index knows nothing (e.g. it was missing and re-created empty at load),
+        the batch headers are scanned once instead of falling back to the file's mtime as Kafka
+        does, so timestamp lookups stay correct.
+        """
+        ts = self.max_timestamp_so_far
+        if ts < 0 and self._size > 0:
+            best = self._max_ts
+            for headers in self.scan_headers(0):
+                col = headers[:, COL_MAX_TIMESTAMP]
+                r = int(np.argmax(col))
+                if int(col[r]) > best.timestamp:
+                    best = TimestampOffset(int(col[r]), int(last_offsets(headers[r : r + 1])[0]))
+            self._max_ts = best
+            ts = best.timestamp
+        return ts if ts >= 0 else NO_TIMESTAMP
+
+    def _first_batch_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None and self._size >= 17:
+            header = bytes(self._log.read(0, min(self._size, 61)))
+            magic = header[16]
+            if magic >= 2 and len(header) >= 43:
+                self._rolling_based_timestamp = struct.unpack_from(">q", header, 35)[0]
+            elif magic == 1 and len(header) >= 26:
+                self._rolling_based_timestamp = struct.unpack_from(">q", header, 18)[0]
+            else:
+                self._rolling_based_timestamp = NO_TIMESTAMP
+        return self._rolling_based_timestamp
+
+    def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
+        """Record time since the first batch if it has a timestamp, else wall time since creation."""
+        ts = self._first_batch_timestamp()
+        if ts is not None and ts >= 0:
+            return message_timestamp - ts
+        return now_ms - self.created
+
+    def first_batch_timestamp(self) -> int:
+        ts = self._first_batch_timestamp()
+        return ts if ts is not None and ts >= 0 else 2**63 - 1
+
+    # --- rolling (§2.7) -----------------------------------------------------------------------
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def should_roll(
+        self,
+        *,
+        max_segment_bytes: int,
+        messages_size: int,
+        max_segment_ms: int,
+        max_timestamp_in_messages: int,
+        max_offset_in_messages: int,
+        now_ms: int,
+    ) -> bool:
+        """Roll before appending ``messages_size`` bytes? Size, record time, full index, overflow."""
+        size = self._size
+        if size > max_segment_bytes - messages_size:
+            return True
+        if size > 0 and (
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > max_segment_ms - self.roll_jitter_ms
+        ):
+            return True
+        return (
+            self.offset_index.is_full()
+            or self.time_index.is_full()
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    # --- append (§1.8) ------------------------------------------------------------------------
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        shallow_offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+    ) -> None:
+        """Append already-validated batches; add one sparse index entry if the interval is exceeded.
+
+        The entry maps the LAST offset of this append to the position of its FIRST batch, and
+        only once more than ``index.interval.bytes`` have accumulated (KAFKA_SEMANTICS §1.8, §11.1).
+        """
+        n = len(records) if not isinstance(records, memoryview) else records.nbytes
+        if n <= 0:
+            return
+        physical_position = self._size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
+            raise LogSegmentOffsetOverflowError(
+                f"offset {largest_offset} cannot be stored relative to segment base "
+                f"{self.base_offset}"
+            )
+        # the size is tracked here, so write at it (saves the fstat an append needs)
+        self._log.write(physical_position, records)
+        self._size = physical_position + n
+        self._next_offset = largest_offset + 1
+        max_ts = self._max_ts if self._max_ts is not None else self.max_timestamp_and_offset_so_far
+        if largest_timestamp > max_ts.timestamp:
+            max_ts = self._max_ts = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(max_ts.timestamp, max_ts.offset)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += n
+
+    # --- scanning helpers ------------------------------------------------------------------
+    def scan_headers(self, position: int = 0, end: int | None = None) -> Iterator[np.ndarray]:
+        """Batch headers from ``position`` to ``end`` in windows; COL_POSITION made absolute.
+
+        Stops silently at a partial tail (§1.3); raises :class:`CorruptRecordError` at a batch
+        with a bad size field or magic. CRCs are not checked here.
+        """
+        kernel = batch_kernel()
+        end = self._size if end is None else min(end, self._size)
+        pos = position
+        window = _SCAN_WINDOW
+        while pos < end:
+            n = min(end - pos, window)
+            with viewing(self._log, pos, n) as view:
+                headers, valid, stop = kernel.scan_batches(view, 0, n, False)
+            if len(headers):
+                headers[:, COL_POSITION] += pos
+                yield headers
+            if stop == STOP_CORRUPT:
+                raise CorruptRecordError(
+                    f"corrupt batch header at position {pos + valid} of {self.log_path}"
+                )
+            if stop == STOP_END:
+                pos += valid
+                continue
+            if valid > 0:
+                pos += valid
+                continue
+            if pos + n >= end:
+                return  # partial batch at the end
+            size_field = bytes(self._log.read(pos + 8, 4))
+            if len(size_field) < 4:
+                return
+            need = _SIZE_FIELD.unpack(size_field)[0] + LOG_OVERHEAD
+            if need <= n or pos + need > end:
+                return
+            window = need
+
+    def _search_for_offset_with_size(
+        self, target_offset: int, starting_position: int
+    ) -> LogOffsetPosition | None:
+        """First batch at or after ``starting_position`` whose last offset ≥ target.
+
+        Kafka's ``FileRecords.searchForOffsetWithSize``: the batch kernel frames a small window
+        (the target is normally within ``index.interval.bytes`` of the index entry) read with
+        one ``pread``; the window grows when a single batch does not fit in it.
+        """
+        scan = batch_kernel().scan_batches
+        read = self._log.read
+        end = self._size
+        pos = starting_position
+        window = max(2 * self.index_interval_bytes, 8192)
+        while pos < end:
+            n = min(end - pos, window)
+            buf = read(pos, n)
+            headers, valid, stop = scan(buf, 0, n, False)
+            if len(headers):
+                if int(headers[:, COL_MAGIC].min()) >= 2:
+                    last = headers[:, COL_BASE_OFFSET] + headers[:, COL_LAST_OFFSET_DELTA]
+                else:
+                    last = last_offsets(headers)
+                hit = last >= target_offset
+                r = int(hit.argmax())
+                if hit[r]:
+                    return LogOffsetPosition(
+                        int(last[r]), pos + int(headers[r, COL_POSITION]), int(headers[r, COL_SIZE])
+                    )
+            if stop == STOP_CORRUPT:
+                raise CorruptRecordError(
+                    f"corrupt batch header at position {pos + valid} of {self.log_path}"
+                )
+            if valid > 0:
+                pos += valid
+                continue
+            if stop == STOP_END or pos + n >= end:
+                return None  # nothing more, or a partial batch at the end (§1.3)
+            need = _SIZE_FIELD.unpack_from(buf, 8)[0] + LOG_OVERHEAD
+            if need <= n or pos + need > end:
+                return None
+            window = need
+        return None
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """Offset-index floor lookup, then a header walk to the batch containing ``offset`` (§3.3)."""
+        position = self.offset_index.lookup(offset)[1]
+        return self._search_for_offset_with_size(offset, max(int(position), starting_position))
+
+    # --- read (§3.3) --------------------------------------------------------------------------
+    def read(
+        self,
+        start_offset: int,
+        max_size: int,
+        max_position: int | None = None,
+        min_one_message: bool = False,
+    ) -> FetchDataInfo | None:
+        """Bytes from the batch containing ``start_offset``; ``None`` if no batch reaches it.
+
+        ``max_position`` bounds the read (``None`` = segment size; negative = position unknown,
+        which yields empty records). ``min_one_message`` lets the first batch exceed ``max_size``.
+        """
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for read from {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        start_position = found.position
+        metadata = LogOffsetMetadata(start_offset, self.base_offset, start_position)
+        adjusted = max(max_size, found.size) if min_one_message else max_size
+        if adjusted == 0 or (max_position is not None and max_position < 0):
+            return FetchDataInfo(metadata, b"")
+        limit = self._size if max_position is None else max_position
+        fetch_size = min(limit - start_position, adjusted)
+        records = self._log.read(start_position, fetch_size) if fetch_size > 0 else b""
+        return FetchDataInfo(metadata, records, adjusted < found.size)
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (base offset when empty)."""
+        if self._next_offset is not None:
+            return self._next_offset
+        position = int(self.offset_index.last_entry()[1])
+        next_offset = self.base_offset
+        for headers in self.scan_headers(position):
+            next_offset = int(last_offsets(headers[-1:])[0]) + 1
+        self._next_offset = next_offset
+        return next_offset
+
+    def has_overflow(self) -> bool:
+        next_offset = self.read_next_offset()
+        return next_offset > self.base_offset and not self.can_convert_to_relative_offset(
+            next_offset - 1
+        )
+
+    # --- recovery (§5.4) -----------------------------------------------------------------
+    def recover(self, leader_epoch_cache: Any = None) -> SegmentRecovery:
+        """Rebuild both indexes from the batches and cut the file at the first bad batch.
+
+        A batch is bad when it is torn (runs past the end), has a bad size/magic, is shorter
+        than 61 bytes or fails its CRC, or (our addition) its offsets go backwards or overflow
+        the segment's relative range. New leader epochs seen in v2 batches are assigned to
+        ``leader_epoch_cache``.
+        """
+        kernel = batch_kernel()
+        self._max_ts = None
+        size = self._size
+        if size:
+            with viewing(self._log, 0, size) as view:
+                headers, valid, stop = kernel.scan_batches(view, 0, size, True)
+        else:
+            headers, valid, stop = np.empty((0, 15), np.int64), 0, STOP_END
+        reason = {STOP_END: "", STOP_PARTIAL: "torn", STOP_CORRUPT: "corrupt"}[int(stop)]
+        n = len(headers)
+        first_bad = valid if reason else -1
+        last = last_offsets(headers)
+        bad_rows = np.flatnonzero(headers[:, COL_CRC_OK] != 1)
+        cut = int(bad_rows[0]) if bad_rows.size else n
+        if cut < n:
+            reason = "crc"
+        base = headers[:, COL_BASE_OFFSET]
+        if n:
+            order_bad = np.zeros(n, dtype=bool)
+            order_bad[1:] = base[1:] <= last[:-1]
+            order_bad |= last < base
+            order_bad |= (last - self.base_offset < 0) | (last - self.base_offset > INT32_MAX)
+            order_rows = np.flatnonzero(order_bad[:cut])
+            if order_rows.size:
+                cut = int(order_rows[0])
+                reason = "offsets"
+        if cut < n:
+            first_bad = int(headers[cut, COL_POSITION])
+            valid = first_bad
+        headers, last = headers[:cut], last[:cut]
+
+        initial = TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        run_ts, run_off = running_max_timestamps(headers[:, COL_MAX_TIMESTAMP], last, initial)
+        if cut:
+            self._max_ts = TimestampOffset(int(run_ts[-1]), int(run_off[-1]))
+        self._rewrite_indexes(headers[:, COL_POSITION], last, run_ts, run_off)
+        if leader_epoch_cache is not None and cut:
+            self._assign_epochs(leader_epoch_cache, headers)
+
+        truncated = size - valid
+        if truncated > 0:
+            self._log.truncate(valid)
+            self._size = valid
+        self._next_offset = int(last[-1]) + 1 if cut else self.base_offset
+        self._bytes_since_last_index_entry = 0
+        return SegmentRecovery(
+            valid, truncated, cut, self._next_offset, reason if truncated > 0 else "", first_bad
+        )
+
+    def _rewrite_indexes(
+        self, positions: np.ndarray, last: np.ndarray, run_ts: np.ndarray, run_off: np.ndarray
+    ) -> None:
+        """Replace both index files with the entries recovery derives, trimmed (§5.4 step 3).
+
+        The same entries Kafka's loop of ``append``/``maybeAppend`` calls leaves behind (reset,
+        one entry per qualifying batch, the final time entry, trim), computed with numpy and
+        written in one write per file; the index objects reopen the files lazily.
+        """
+        rows = sparse_index_rows(positions, self.index_interval_bytes)
+        rows = rows[: self.max_index_size // 8]
+        offsets = np.empty(len(rows), dtype=_OFFSET_ENTRY)
+        offsets["rel"] = last[rows] - self.base_offset
+        offsets["pos"] = positions[rows]
+        # time entries: at each offset entry, maybe_append(maxTimestampSoFar, its offset), which
+        # keeps only strictly increasing timestamps; then the final entry (§1.6)
+        ts, off = run_ts[rows], run_off[rows]
+        previous = np.empty(len(ts), dtype=np.int64)
+        if len(ts):
+            previous[0] = NO_TIMESTAMP
+            previous[1:] = ts[:-1]
+        keep = ts > previous
+        ts, off = ts[keep], off[keep]
+        max_time = self.max_index_size // 12
+        ts, off = ts[: max(max_time - 1, 0)], off[: max(max_time - 1, 0)]
+        max_ts = self._max_ts
+        if max_ts is not None and len(ts) < max_time and max_ts.timestamp > (ts[-1] if len(ts) else NO_TIMESTAMP):
+            ts = np.append(ts, max_ts.timestamp)
+            off = np.append(off, max_ts.offset)
+        times = np.empty(len(ts), dtype=_TIME_ENTRY)
+        times["ts"] = ts
+        times["rel"] = off - self.base_offset
+        for attr, path, data in (
+            ("_offset_index", self.offset_index_path, offsets.tobytes()),
+            ("_time_index", self.time_index_path, times.tobytes()),
+        ):
+            index = getattr(self, attr)
+            if index is not None:
+                index.close_handler()
+                setattr(self, attr, None)
+            f = self.medium.open(path, create=True)
+            try:
+                f.truncate(len(data))
+                if data:
+                    f.write(0, data)
+            finally:
+                f.close()
+
+    @staticmethod
+    def _assign_epochs(cache: Any, headers: np.ndarray) -> None:
+        """``cache.assign(epoch, base)`` for each v2 batch whose epoch exceeds every earlier one."""
+        v2 = headers[headers[:, COL_MAGIC] >= 2]
+        if not len(v2):
+            return
+        epochs = v2[:, COL_PARTITION_LEADER_EPOCH]
+        latest = cache.latest_epoch
+        latest = -1 if latest is None else int(latest)
+        previous = np.empty(len(epochs), dtype=np.int64)
+        previous[0] = latest
+        previous[1:] = np.maximum.accumulate(np.maximum(epochs, latest))[:-1]
+        for r in np.flatnonzero((epochs >= 0) & (epochs > previous)).tolist():
+            cache.assign(int(epochs[r]), int(v2[r, COL_BASE_OFFSET]))
+
+    # --- truncation (§4.1) --------------------------------------------------------------
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose last offset ≥ ``offset``; returns bytes removed.
+
+        The cut is at the START of the first such batch; indexes are truncated at ``offset`` and
+        re-expanded to full size because the segment becomes the active one again.
+        """
+        mapping = self.translate_offset(offset)
+        oi, ti = self.offset_index, self.time_index
+        oi.truncate_to(offset)
+        ti.truncate_to(offset)
+        oi.resize(self.max_index_size)
+        ti.resize(self.max_index_size)
+        truncated = 0
+        if mapping is not None and mapping.position < self._size:
+            truncated = self._size - mapping.position
+            self._log.truncate(mapping.position)
+            self._size = mapping.position
+            self._next_offset = None
+        if self._size == 0:
+            self.created = self.clock.milliseconds()
+            self._rolling_based_timestamp = None
+            self._next_offset = self.base_offset
+        self._bytes_since_last_index_entry = 0
+        if self._max_ts is None or self._max_ts.timestamp >= 0:
+            self._max_ts = self._read_largest_timestamp()
+        return truncated
+
+    def _read_largest_timestamp(self) -> TimestampOffset:
+        ts, off = self.time_index.last_entry()
+        last_entry = TimestampOffset(int(ts), int(off))
+        position = int(self.offset_index.lookup(last_entry.offset)[1])
+        best = last_entry
+        for headers in self.scan_headers(position):
+            max_ts = headers[:, COL_MAX_TIMESTAMP]
+            r = int(np.argmax(max_ts))
+            if int(max_ts[r]) > best.timestamp:
+                best = TimestampOffset(int(max_ts[r]), int(last_offsets(headers[r : r + 1])[0]))
+        return best
+
+    # --- lifecycle ----------------------------------------------------------------------
+    def on_become_inactive(self) -> None:
+        """At roll: write the final time-index entry and trim both indexes (§1.7)."""
+        max_ts = self.max_timestamp_and_offset_so_far
+        self.time_index.maybe_append(max_ts.timestamp, max_ts.offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def flush(self) -> None:
+        """fsync the log and both indexes."""
+        self._log.flush()
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+
+    def close(self) -> None:
+        """Final time-index entry, trim indexes (done by their ``close``), close the file."""
+        if self.closed:
+            return
+        if self._max_ts is not None:
+            try:
+                self.time_index.maybe_append(
+                    self._max_ts.timestamp, self._max_ts.offset, skip_full_check=True
+                )
+            except Exception:  # noqa: BLE001 - Kafka swallows this too (Utils.swallow)
+                pass
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                index.close()
+        self._log.close()
+        self.closed = True
+
+    def close_handlers(self) -> None:
+        """Close without touching index contents (used before deleting)."""
+        if self.closed:
+            return
+        for index in (self._offset_index, self._time_index):
+            if index is not None:
+                try:
+                    index.close()
+                except Exception:  # noqa: BLE001
+                    pass
+        self._log.close()
+        self.closed = True
+
+    def _paths(self, suffix: str) -> list[str]:
+        return [
+            log_file_path(self.dir, self.base_offset, suffix),
+            offset_index_path(self.dir, self.base_offset, suffix),
+            time_index_path(self.dir, self.base_offset, suffix),
+            txn_index_path(self.dir, self.base_offset, suffix),
+        ]
+
+    def change_file_suffixes(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all four files, e.g. ``""`` → ``".deleted"``; missing index files are skipped.
+
+        Handles stay open where the medium allows, so the caller closes before renaming.
+        """
+        if self.suffix != old_suffix:
+            raise KafkaStorageError(f"{self} has suffix {self.suffix!r}, not {old_suffix!r}")
+        for src, dst in zip(self._paths(old_suffix), self._paths(new_suffix), strict=True):
+            if self.medium.exists(src):
+                self.medium.rename(src, dst)
+        self.suffix = new_suffix
+
+    def delete(self) -> None:
+        """Close and remove every file of this segment (with whatever suffix it has now).
+
+        Kafka renames a segment to ``.deleted`` and removes it ``file.delete.delay.ms`` later so
+        that in-flight reads of the old files finish. Reads here return copies, so the log
+        renames and then calls this at once (the step model); a crash in between leaves
+        ``.deleted`` files that the loader removes.
+        """
+        self.close_handlers()
+        for path in self._paths(self.suffix):
+            if self.medium.exists(path):
+                self.medium.remove(path)
+
+    def deleted(self) -> bool:
+        return not any(self.medium.exists(p) for p in self._paths(self.suffix))
+
+
+class LogSegments:
+    """The segments of one log keyed by base offset, in order (Kafka's ``LogSegments``)."""
+
+    def __init__(self) -> None:
+        self._bases: list[int] = []
+        self._by_base: dict[int, LogSegment] = {}
+
+    def add(self, segment: LogSegment) -> LogSegment | None:
+        """Insert, replacing any segment with the same base; returns the replaced one."""
+        base = segment.base_offset
+        old = self._by_base.get(base)
+        if old is None:
+            bisect.insort(self._bases, base)
+        self._by_base[base] = segment
+        return old
+
+    def remove(self, base_offset: int) -> LogSegment | None:
+        seg = self._by_base.pop(base_offset, None)
+        if seg is not None:
+            self._bases.remove(base_offset)
+        return seg
+
+    def clear(self) -> None:
+        self._bases.clear()
+        self._by_base.clear()
+
+    def close(self) -> None:
+        for seg in self:
+            seg.close()
+
+    def __len__(self) -> int:
+        return len(self._bases)
+
+    def __bool__(self) -> bool:
+        return bool(self._bases)
+
+    def __iter__(self) -> Iterator[LogSegment]:
+        by_base = self._by_base
+        return iter([by_base[b] for b in self._bases])
+
+    def __contains__(self, base_offset: object) -> bool:
+        return base_offset in self._by_base
+
+    def get(self, base_offset: int) -> LogSegment | None:
+        return self._by_base.get(base_offset)
+
+    def base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    @property
+    def first(self) -> LogSegment | None:
+        return self._by_base[self._bases[0]] if self._bases else None
+
+    @property
+    def last(self) -> LogSegment | None:
+        return self._by_base[self._bases[-1]] if self._bases else None
+
+    def floor(self, offset: int) -> LogSegment | None:
+        """The segment with the largest base offset ≤ ``offset``."""
+        i = bisect.bisect_right(self._bases, offset)
+        return self._by_base[self._bases[i - 1]] if i else None
+
+    def higher(self, base_offset: int) -> LogSegment | None:
+        i = bisect.bisect_right(self._bases, base_offset)
+        return self._by_base[self._bases[i]] if i < len(self._bases) else None
+
+    def values(self, from_offset: int, to_offset: int) -> list[LogSegment]:
+        """Segments from the one containing ``from_offset`` up to those below ``to_offset``."""
+        if from_offset == to_offset:
+            return []
+        if to_offset < from_offset:
+            raise ValueError(f"invalid segment range [{from_offset}, {to_offset})")
+        i = bisect.bisect_right(self._bases, from_offset)
+        start = i - 1 if i else 0
+        stop = bisect.bisect_left(self._bases, to_offset)
+        return [self._by_base[b] for b in self._bases[start:stop]]
+
+    def after(self, base_offset: int) -> list[LogSegment]:
+        """Segments with base offset strictly greater than ``base_offset``."""
+        i = bisect.bisect_right(self._bases, base_offset)
+        return [self._by_base[b] for b in self._bases[i:]]
+
+
+__all__ = [
+    "FetchDataInfo",
+    "LogOffsetMetadata",
+    "LogOffsetPosition",
+    "LogSegment",
+    "LogSegments",
+    "SegmentRecovery",
+    "TimestampOffset",
+]

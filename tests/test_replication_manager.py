@@ -1,0 +1,230 @@
+"""ReplicaManager: LeaderAndIsr handling (§8.5, §7.10), AlterPartition answers (§6.7), scheduled
+work (ISR change propagation, HW checkpoint) and metrics."""
+from __future__ import annotations
+
+from replication_harness import START_MS, TP, Cluster
+
+from replica_core.errors import Errors
+from replica_core.replication import IsrState, ReplicaConfig
+from replica_core.replication.messages import (
+    AlterPartitionResult,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    TopicPartition,
+)
+from replica_core.storage.checkpoint import OffsetCheckpointFile
+
+
+def test_stale_controller_epoch_rejects_the_whole_request() -> None:
+    c = Cluster()
+    c.controller_epoch = 5
+    c.create()
+    responses = c.leader_and_isr(TP, leader=1, isr=(0, 1, 2), controller_epoch=4)
+    for resp in responses.values():
+        assert resp.error_code == Errors.STALE_CONTROLLER_EPOCH
+        assert resp.partition_errors[TP] == Errors.STALE_CONTROLLER_EPOCH
+    assert c.partition(0).is_leader and c.partition(0).leader_epoch == 0
+    assert c.rm(0).controller_epoch == 5
+
+
+def test_stale_or_equal_leader_epoch_rejected_per_partition() -> None:
+    c = Cluster()
+    tp1 = TopicPartition("t", 1)
+    c.create()
+    c.create(tp1)
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2))  # TP at epoch 1
+    old = LeaderAndIsrPartitionState("t", 0, 1, 1, 0, (0, 1, 2), 9, (0, 1, 2))
+    same = LeaderAndIsrPartitionState("t", 0, 1, 1, 1, (0, 1, 2), 9, (0, 1, 2))
+    new = LeaderAndIsrPartitionState("t", 1, 1, 1, 1, (0, 1, 2), 9, (0, 1, 2))
+    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, 1, (old, new)))
+    assert resp.error_code == Errors.NONE
+    assert resp.partition_errors == {TP: Errors.STALE_CONTROLLER_EPOCH, tp1: Errors.NONE}
+    assert c.partition(0).is_leader and c.partition(0).leader_epoch == 1
+    assert not c.partition(0, tp1).is_leader and c.partition(0, tp1).leader_id == 1
+    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, 1, (same,)))
+    assert resp.partition_errors == {TP: Errors.STALE_CONTROLLER_EPOCH}
+    assert c.partition(0).is_leader
+
+
+def test_not_assigned_and_inconsistent_topic_id() -> None:
+    c = Cluster(n=4)
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2), topic_id="A" * 22)
+    resp = c.leader_and_isr(TP, leader=0, isr=(0, 1), replicas=(0, 1, 2), brokers=(3,))
+    assert resp[3].partition_errors[TP] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    resp = c.leader_and_isr(TP, leader=0, isr=(0, 1, 2), topic_id="B" * 22, brokers=(0,))
+    assert resp[0].partition_errors[TP] == Errors.INCONSISTENT_TOPIC_ID
+
+
+class FakeFetcherManager:
+    def __init__(self) -> None:
+        self.added: dict = {}
+        self.removed: list = []
+
+    def add_fetcher_for_partitions(self, states) -> None:
+        self.added.update(states)
+
+    def remove_fetcher_for_partitions(self, tps) -> None:
+        self.removed.extend(tps)
+
+
+def test_become_follower_restarts_fetcher_at_log_end() -> None:
+    c = Cluster()
+    fm = FakeFetcherManager()
+    c.rm(1).fetcher_manager = fm
+    c.create()
+    assert fm.added[TP].leader == 0 and fm.added[TP].current_leader_epoch == 0
+    assert fm.added[TP].init_offset == 0
+    c.produce(n=4, acks=1)
+    c.catch_up()
+    fm.added.clear()
+    c.leader_and_isr(TP, leader=2, isr=(0, 1, 2))
+    assert TP in fm.removed
+    state = fm.added[TP]
+    assert (state.leader, state.current_leader_epoch, state.init_offset) == (2, 1, 4)
+    # Becoming leader stops the fetcher first.
+    fm.removed.clear()
+    c.leader_and_isr(TP, leader=1, isr=(0, 1, 2))
+    assert fm.removed == [TP]
+    assert c.partition(1).is_leader
+
+
+def test_high_watermark_truncation_mode_truncates_on_becoming_follower() -> None:
+    c = Cluster(config=ReplicaConfig(truncation="high_watermark"))
+    fm = FakeFetcherManager()
+    c.rm(0).fetcher_manager = fm
+    c.create()
+    c.produce(n=4, acks=1)
+    c.catch_up()
+    c.produce(n=3, acks=1)  # 4..6 not replicated; HW 4
+    assert c.partition(0).high_watermark == 4
+    c.leader_and_isr(TP, leader=1, isr=(1, 2))
+    assert c.partition(0).log_end_offset == 4  # pre-KIP-101: cut to the local HW
+    assert fm.added[TP].init_offset == 4
+
+
+def test_leader_epoch_mode_keeps_the_log_for_the_fetcher() -> None:
+    c = Cluster()
+    c.create()
+    c.produce(n=4, acks=1)
+    c.catch_up()
+    c.produce(n=3, acks=1)
+    c.leader_and_isr(TP, leader=1, isr=(1, 2))
+    assert c.partition(0).log_end_offset == 7  # truncation is the fetcher's job
+    assert c.rm(0).last_initial_fetch_states[TP].init_offset == 7
+
+
+def test_alter_partition_errors() -> None:
+    c = Cluster(auto_isr=False)
+    c.create(isr=(0, 1))
+    leader = c.partition(0)
+    c.fetch(2)  # proposes {0,1,2}
+    req = c.controller.requests[-1]
+    c.controller.answer(req, Errors.INELIGIBLE_REPLICA)  # reverted, no retry
+    assert leader.isr_state == IsrState.COMMITTED and leader.maximal_isr == [0, 1]
+    c.advance(1_000)
+    assert len(c.controller.requests) == 1
+    c.fetch(2)  # proposed again
+    req = c.controller.requests[-1]
+    c.controller.answer(req, Errors.FENCED_LEADER_EPOCH)  # stays pending until new metadata
+    assert leader.isr_state == IsrState.PENDING_EXPAND
+    c.fetch(2)
+    c.advance(1_000)
+    assert len(c.controller.requests) == 2
+    c.controller.answer(req, Errors.UNKNOWN_SERVER_ERROR)  # anything else: retried
+    assert len(c.controller.requests) == 2
+    c.advance(1_000)
+    assert len(c.controller.requests) == 3
+    assert c.controller.requests[-1].items == req.items
+    # A success for another leader epoch is ignored; ours is committed.
+    c.rm(0).handle_alter_partition_response(
+        AlterPartitionResult(TP, Errors.NONE, 0, 7, (0, 1, 2), 5))
+    assert leader.isr_state == IsrState.PENDING_EXPAND
+    c.controller.answer(c.controller.requests[-1])
+    assert leader.isr == [0, 1, 2] and leader.partition_epoch == 1
+    assert c.rm(0).metrics()["FailedIsrUpdatesPerSec"] == 4
+
+
+def test_new_leader_and_isr_clears_a_pending_change() -> None:
+    c = Cluster(auto_isr=False)
+    c.create(isr=(0, 1))
+    c.fetch(2)
+    assert c.partition(0).isr_state == IsrState.PENDING_EXPAND
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2))
+    leader = c.partition(0)
+    assert leader.isr_state == IsrState.COMMITTED and leader.isr == [0, 1, 2]
+    c.controller.answer(c.controller.requests[0], isr=(0, 1))  # the old answer arrives late
+    assert leader.isr == [0, 1, 2]
+
+
+def test_isr_change_propagation_is_batched() -> None:
+    c = Cluster()
+    seen: list[tuple[int, list]] = []
+    c.rm(0).isr_change_listener = lambda tps: seen.append((c.clock.milliseconds(), tps))
+    tp1 = TopicPartition("t", 1)
+    c.create(isr=(0, 1))
+    c.create(tp1, isr=(0, 1))
+    c.fetch(2)  # TP: {0,1} -> {0,1,2}, committed at once
+    changed_at = c.clock.milliseconds()
+    for _ in range(2):
+        c.advance(2_500)
+        assert seen == []  # the last change is not yet more than 5 s old
+    c.fetch(2, (tp1,))  # another change restarts the 5 s blackout
+    last = c.clock.milliseconds()
+    assert last > changed_at
+    while not seen:
+        c.advance(500)
+    at, tps = seen[0]
+    assert tps == [TP, tp1]
+    assert at - last > 5_000
+    assert c.rm(0).metrics()["IsrChangePropagations"] == 1
+
+
+def test_isr_change_propagation_interval_bounds_the_delay() -> None:
+    c = Cluster()
+    seen: list[int] = []
+    c.rm(0).isr_change_listener = lambda tps: seen.append(c.clock.milliseconds())
+    tps = [TopicPartition("t", i) for i in range(40)]
+    for tp in tps:
+        c.create(tp, isr=(0, 1))
+    # A change every 2 s keeps the 5 s blackout from ever passing; the 60 s interval fires.
+    for tp in tps:
+        c.fetch(2, (tp,))
+        c.advance(2_000)
+        if seen:
+            break
+    assert seen and seen[0] - START_MS > 60_000
+    assert seen[0] - START_MS <= 60_000 + 2_500 + 2_000
+
+
+def test_high_watermark_checkpoint_interval() -> None:
+    c = Cluster()
+    c.create()
+    c.produce(n=3, acks=1)
+    c.catch_up()
+    path = "/kafka/broker-0/replication-offset-checkpoint"
+    checkpoint = OffsetCheckpointFile(c.medium, path)
+    c.advance(1)  # the first run is due at the first LeaderAndIsr
+    assert checkpoint.read()[("t", 0)] == 3
+    c.produce(n=2, acks=1)
+    c.catch_up()
+    interval = c.config.replica_high_watermark_checkpoint_interval_ms
+    c.advance(interval - 2)
+    assert checkpoint.read()[("t", 0)] == 3
+    c.advance(1)
+    assert checkpoint.read()[("t", 0)] == 5
+
+
+def test_metrics() -> None:
+    c = Cluster(config=ReplicaConfig(min_insync_replicas=2))
+    tp1 = TopicPartition("t", 1)
+    c.create()
+    c.create(tp1, isr=(0,))
+    m = c.rm(0).metrics()
+    assert m["LeaderCount"] == 2 and m["PartitionCount"] == 2
+    assert m["UnderReplicatedPartitions"] == 1
+    assert m["UnderMinIsrPartitionCount"] == 1
+    assert m["partitions"]["t-1"]["InSyncReplicasCount"] == 1
+    c.produce(tp1, n=2, acks=1)
+    assert c.rm(0).metrics()["partitions"]["t-1"]["LogEndOffset"] == 2
+    assert c.rm(0).metrics()["partitions"]["t-1"]["HighWatermark"] == 0  # under min ISR
+    assert c.rm(1).metrics()["UnderReplicatedPartitions"] == 0  # followers do not count

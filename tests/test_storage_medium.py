@@ -1,0 +1,441 @@
+"""Storage media: the same file-system behaviour from FileMedium and MemoryMedium, and the
+MemoryMedium page-cache model (§2.8: written ≠ flushed)."""
+from __future__ import annotations
+
+import os
+import posixpath
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replica_core.storage.medium import FileMedium, MemoryMedium
+
+
+@pytest.fixture(params=["file", "memory"])
+def fs(request, tmp_path):
+    """(medium, root directory) for each medium."""
+    if request.param == "file":
+        return FileMedium(), str(tmp_path)
+    m = MemoryMedium()
+    m.makedirs("/data")
+    return m, "/data"
+
+
+def j(*parts: str) -> str:
+    return posixpath.join(*parts)
+
+
+# --- opening, reading, writing ----------------------------------------------------------------
+def test_open_missing_without_create_raises(fs):
+    m, root = fs
+    with pytest.raises(FileNotFoundError):
+        m.open(j(root, "nope"))
+    assert not m.exists(j(root, "nope"))
+
+
+def test_open_create_in_missing_directory_raises(fs):
+    m, root = fs
+    with pytest.raises(FileNotFoundError):
+        m.open(j(root, "no-dir", "f"), create=True)
+
+
+def test_create_gives_empty_file_and_existing_file_keeps_contents(fs):
+    m, root = fs
+    p = j(root, "f")
+    with m.open(p, create=True) as f:
+        assert f.size() == 0
+        f.append(b"abc")
+    with m.open(p, create=True) as f:  # create on an existing file does not truncate
+        assert f.size() == 3
+        assert bytes(f.read(0, 3)) == b"abc"
+
+
+def test_append_returns_position_and_read_is_short_at_eof(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        assert f.append(b"hello") == 0
+        assert f.append(b" world") == 5
+        assert f.size() == 11
+        assert bytes(f.read(0, 5)) == b"hello"
+        assert bytes(f.read(6, 100)) == b"world"
+        assert bytes(f.read(11, 10)) == b""
+        assert bytes(f.read(50, 10)) == b""
+        assert bytes(f.read(3)) == b"lo world"  # n < 0: to the end
+
+
+def test_write_in_place_and_past_end_zero_fills_gap(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        f.append(b"aaaaaa")
+        f.write(2, b"XY")
+        assert bytes(f.read(0, 6)) == b"aaXYaa"
+        f.write(8, b"Z")
+        assert f.size() == 9
+        assert bytes(f.read(0, 9)) == b"aaXYaa\x00\x00Z"
+        assert f.append(b"!") == 9
+
+
+def test_truncate_shrinks_and_extends_with_zeros(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        f.append(b"0123456789")
+        f.truncate(4)
+        assert f.size() == 4
+        f.truncate(8)
+        assert bytes(f.read(0, 8)) == b"0123\x00\x00\x00\x00"
+        assert f.append(b"x") == 8
+
+
+def test_view_is_read_only_zero_copy_and_clipped(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        f.append(b"abcdefgh")
+        v = f.view()
+        assert v.readonly
+        assert bytes(v) == b"abcdefgh"
+        part = f.view(2, 3)
+        assert bytes(part) == b"cde"
+        assert bytes(f.view(6, 100)) == b"gh"
+        # an in-place write is seen through a view taken before it (same pages / same buffer)
+        f.write(0, b"Z")
+        assert bytes(v[:1]) == b"Z"
+        v.release()
+        part.release()
+
+
+def test_view_of_empty_file_and_past_end(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        assert len(f.view()) == 0
+        f.append(b"ab")
+        assert len(f.view(5)) == 0
+
+
+def test_size_changes_while_a_view_is_held(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        f.append(b"x" * 100)
+        v = f.view(0, 10)
+        f.append(b"y" * 10_000)  # growing must not be blocked by the view
+        f.truncate(200_000)
+        assert f.size() == 200_000
+        assert bytes(f.view(100, 3)) == b"yyy"
+        v.release()
+
+
+def test_closed_handle_and_read_only_handle(fs):
+    m, root = fs
+    p = j(root, "f")
+    f = m.open(p, create=True)
+    f.append(b"data")
+    f.close()
+    assert f.closed
+    with pytest.raises(ValueError):
+        f.read(0, 1)
+    f.close()  # idempotent
+    r = m.open(p, writable=False)
+    assert bytes(r.read(0, 4)) == b"data"
+    with pytest.raises(PermissionError):
+        r.append(b"x")
+    with pytest.raises(PermissionError):
+        r.truncate(0)
+    r.close()
+
+
+# --- names ------------------------------------------------------------------------------------
+def test_makedirs_exists_is_dir_listdir_sorted(fs):
+    m, root = fs
+    m.makedirs(j(root, "a", "b", "c"))
+    m.makedirs(j(root, "a", "b"))  # no error when it exists
+    for name in ("z", "m", "a0"):
+        m.open(j(root, "a", name), create=True).close()
+    assert m.is_dir(j(root, "a", "b"))
+    assert not m.is_dir(j(root, "a", "z"))
+    assert m.exists(j(root, "a", "b", "c"))
+    assert m.listdir(j(root, "a")) == ["a0", "b", "m", "z"]
+    assert m.listdir(j(root, "a", "b", "c")) == []
+    with pytest.raises(FileNotFoundError):
+        m.listdir(j(root, "missing"))
+
+
+def test_remove_file_and_empty_directory(fs):
+    m, root = fs
+    m.makedirs(j(root, "d"))
+    m.open(j(root, "d", "f"), create=True).close()
+    with pytest.raises(OSError):
+        m.remove(j(root, "d"))  # not empty
+    m.remove(j(root, "d", "f"))
+    assert not m.exists(j(root, "d", "f"))
+    m.remove(j(root, "d"))
+    assert not m.exists(j(root, "d"))
+    with pytest.raises(FileNotFoundError):
+        m.remove(j(root, "d"))
+
+
+def test_rmtree(fs):
+    m, root = fs
+    m.makedirs(j(root, "t", "u"))
+    m.open(j(root, "t", "u", "f"), create=True).close()
+    m.open(j(root, "t", "g"), create=True).close()
+    m.rmtree(j(root, "t"))
+    assert not m.exists(j(root, "t"))
+    assert m.listdir(root) == []
+
+
+def test_rename_replaces_target_and_open_handle_follows(fs):
+    m, root = fs
+    a, b = j(root, "a"), j(root, "b")
+    fa = m.open(a, create=True)
+    fa.append(b"new")
+    with m.open(b, create=True) as fb:
+        fb.append(b"old contents")
+    m.rename(a, b)
+    assert not m.exists(a)
+    assert m.read_bytes(b) == b"new"
+    fa.append(b"!")  # the handle still refers to the renamed file
+    fa.close()
+    assert m.read_bytes(b) == b"new!"
+    with pytest.raises(FileNotFoundError):
+        m.rename(a, b)
+
+
+def test_rename_directory_moves_its_contents(fs):
+    m, root = fs
+    m.makedirs(j(root, "topic-0"))
+    with m.open(j(root, "topic-0", "00000000000000000000.log"), create=True) as f:
+        f.append(b"batch")
+    m.rename(j(root, "topic-0"), j(root, "topic-0.abc-delete"))
+    assert not m.exists(j(root, "topic-0"))
+    assert m.listdir(j(root, "topic-0.abc-delete")) == ["00000000000000000000.log"]
+    assert m.read_bytes(j(root, "topic-0.abc-delete", "00000000000000000000.log")) == b"batch"
+
+
+def test_write_atomic_replaces_and_leaves_no_tmp(fs):
+    m, root = fs
+    p = j(root, "checkpoint")
+    m.write_atomic(p, b"0\n0\n")
+    m.write_atomic(p, b"0\n1\nt 0 5\n")
+    assert m.read_bytes(p) == b"0\n1\nt 0 5\n"
+    assert m.listdir(root) == ["checkpoint"]
+
+
+def test_fsync_dir_of_missing_directory_raises(fs):
+    m, root = fs
+    with pytest.raises(FileNotFoundError):
+        m.fsync_dir(j(root, "missing"))
+    m.fsync_dir(root)
+
+
+def test_read_bytes_missing_raises(fs):
+    m, root = fs
+    with pytest.raises(FileNotFoundError):
+        m.read_bytes(j(root, "missing"))
+
+
+def test_file_medium_writes_real_files(tmp_path):
+    m = FileMedium()
+    p = str(tmp_path / "f")
+    with m.open(p, create=True) as f:
+        f.append(b"abc")
+        f.write(5, b"z")
+        f.flush()
+    assert (tmp_path / "f").read_bytes() == b"abc\x00\x00z"
+    assert os.path.getsize(p) == 6
+
+
+# --- the page-cache model ---------------------------------------------------------------------
+@pytest.fixture
+def mem():
+    m = MemoryMedium()
+    m.makedirs("/d")
+    return m
+
+
+def test_power_loss_keeps_only_flushed_bytes(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"durable")
+        f.flush()
+        f.append(b"+cached")
+        f.write(0, b"D")
+    mem.fsync_dir("/d")
+    assert mem.read_bytes("/d/f") == b"Durable+cached"
+    assert mem.durable_bytes("/d/f") == b"durable"
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"durable"
+
+
+def test_process_crash_loses_nothing_but_closes_handles(mem):
+    f = mem.open("/d/f", create=True)
+    f.append(b"never flushed")
+    mem.crash("process")
+    assert f.closed
+    with pytest.raises(ValueError):
+        f.append(b"x")
+    assert mem.read_bytes("/d/f") == b"never flushed"
+    assert mem.crashes == ["process"]
+
+
+def test_power_loss_closes_handles(mem):
+    f = mem.open("/d/f", create=True)
+    mem.crash("power")
+    assert f.closed
+
+
+def test_created_and_flushed_but_directory_not_synced_vanishes(mem):
+    with mem.open("/d/new", create=True) as f:
+        f.append(b"x")
+        f.flush()
+    assert mem.durable_bytes("/d/new") is None
+    mem.crash("power")
+    assert not mem.exists("/d/new")
+
+
+def test_name_synced_but_contents_never_flushed_comes_back_empty(mem):
+    with mem.open("/d/new", create=True) as f:
+        f.append(b"lost")
+    mem.fsync_dir("/d")
+    mem.crash("power")
+    assert mem.exists("/d/new")
+    assert mem.read_bytes("/d/new") == b""
+
+
+def test_fsync_persists_name_option_models_ext4(mem):
+    m = MemoryMedium(fsync_persists_name=True)
+    m.makedirs("/d")
+    with m.open("/d/new", create=True) as f:
+        f.append(b"kept")
+        f.flush()
+    m.crash("power")
+    assert m.read_bytes("/d/new") == b"kept"
+
+
+def test_unsynced_rename_reverts(mem):
+    with mem.open("/d/a", create=True) as f:
+        f.append(b"A")
+        f.flush()
+    with mem.open("/d/b", create=True) as f:
+        f.append(b"B")
+        f.flush()
+    mem.fsync_dir("/d")
+    mem.rename("/d/a", "/d/b")
+    assert mem.read_bytes("/d/b") == b"A"
+    mem.crash("power")
+    assert mem.read_bytes("/d/a") == b"A"
+    assert mem.read_bytes("/d/b") == b"B"
+
+
+def test_synced_rename_survives(mem):
+    with mem.open("/d/a", create=True) as f:
+        f.append(b"A")
+        f.flush()
+    mem.rename("/d/a", "/d/b")
+    mem.fsync_dir("/d")
+    mem.crash("power")
+    assert not mem.exists("/d/a")
+    assert mem.read_bytes("/d/b") == b"A"
+
+
+def test_unsynced_remove_reverts(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"still here")
+        f.flush()
+    mem.fsync_dir("/d")
+    mem.remove("/d/f")
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"still here"
+
+
+def test_write_atomic_is_durable(mem):
+    mem.write_atomic("/d/cp", b"0\n0\n")
+    mem.crash("power")
+    assert mem.read_bytes("/d/cp") == b"0\n0\n"
+    assert mem.listdir("/d") == ["cp"]
+
+
+def test_unflushed_truncate_reverts_to_flushed_length(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"0123456789")
+        f.flush()
+        f.truncate(3)
+    mem.fsync_dir("/d")
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"0123456789"
+
+
+def test_flush_after_shrink_and_regrow_makes_the_zeros_durable(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"abcdefgh")
+        f.flush()
+        f.truncate(2)
+        f.truncate(8)
+        f.write(7, b"Z")
+        f.flush()
+    mem.fsync_dir("/d")
+    assert mem.durable_bytes("/d/f") == b"ab\x00\x00\x00\x00\x00Z"
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"ab\x00\x00\x00\x00\x00Z"
+
+
+def test_directories_are_durable_at_once(mem):
+    mem.makedirs("/d/topic-0")
+    mem.crash("power")
+    assert mem.is_dir("/d/topic-0")
+
+
+def test_unknown_crash_kind_rejected(mem):
+    with pytest.raises(ValueError):
+        mem.crash("meteor")
+
+
+def test_files_lists_current_paths(mem):
+    mem.open("/d/b", create=True).close()
+    mem.open("/d/a", create=True).close()
+    assert mem.files() == ["/d/a", "/d/b"]
+
+
+# --- both media agree on any sequence of file operations --------------------------------------
+_file_ops = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.binary(max_size=300)),
+    st.tuples(st.just("write"), st.integers(0, 2000), st.binary(min_size=1, max_size=100)),
+    st.tuples(st.just("truncate"), st.integers(0, 2000)),
+    st.tuples(st.just("read"), st.integers(0, 2100), st.integers(-1, 500)),
+    st.tuples(st.just("view"), st.integers(0, 2100), st.integers(-1, 500)),
+    st.tuples(st.just("flush")),
+), max_size=30)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_file_ops)
+def test_file_and_memory_media_agree(tmp_path, ops):
+    fm, mm = FileMedium(), MemoryMedium()
+    root = tmp_path / f"agree-{len(os.listdir(tmp_path))}"
+    root.mkdir()
+    ff = fm.open(str(root / "f"), create=True)
+    mm.makedirs("/r")
+    mf = mm.open("/r/f", create=True)
+    for op in ops:
+        if op[0] == "append":
+            assert ff.append(op[1]) == mf.append(op[1])
+        elif op[0] == "write":
+            ff.write(op[1], op[2])
+            mf.write(op[1], op[2])
+        elif op[0] == "truncate":
+            ff.truncate(op[1])
+            mf.truncate(op[1])
+        elif op[0] == "read":
+            assert bytes(ff.read(op[1], op[2])) == bytes(mf.read(op[1], op[2]))
+        elif op[0] == "view":
+            a, b = ff.view(op[1], op[2]), mf.view(op[1], op[2])
+            assert bytes(a) == bytes(b)
+            a.release()
+            b.release()
+        else:
+            ff.flush()
+            mf.flush()
+        assert ff.size() == mf.size()
+    mf.flush()
+    mm.fsync_dir("/r")
+    assert (root / "f").read_bytes() == mm.read_bytes("/r/f") == mm.durable_bytes("/r/f")
+    ff.close()
+    mf.close()
