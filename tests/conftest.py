@@ -2,11 +2,24 @@
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+def _find_shared() -> Path:
+    """The workspace's ``shared`` folder: $REPLICA_CORE_SHARED, else beside the checkout, else
+    the workspace default."""
+    candidates = [os.environ.get("REPLICA_CORE_SHARED", ""),
+                  str(Path(__file__).resolve().parents[1].parent / "shared"), "/work/shared"]
+    for c in candidates:
+        if c and (Path(c) / "fixtures" / "kafka-logs").is_dir():
+            return Path(c)
+    return Path(candidates[1])
+
+
+SHARED = _find_shared()
 FIXTURE_LOGS = SHARED / "fixtures" / "kafka-logs"
 
 

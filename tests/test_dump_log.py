@@ -13,6 +13,7 @@ import shutil
 import stat
 
 import pytest
+from conftest import FIXTURE_LOGS
 from storage_testlib import parse_batches, parse_offset_index, parse_time_index
 
 from replica_core.cli import main as cli_main
@@ -44,7 +45,7 @@ def _run(args):
     return code, out.getvalue().splitlines(), err.getvalue()
 
 
-FIXTURE_ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "fixtures", "kafka-logs")
+FIXTURE_ROOT = str(FIXTURE_LOGS)
 FIXTURE_LOGS = sorted(glob.glob(os.path.join(FIXTURE_ROOT, "**", "*.log"), recursive=True))
 
 

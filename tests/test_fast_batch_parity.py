@@ -15,7 +15,6 @@ import os
 import random
 import struct
 import zlib
-from pathlib import Path
 
 import crc32c as crc32c_pypi
 import numpy as np
@@ -23,6 +22,7 @@ import pytest
 from aiokafka import codec as aio_codec
 from aiokafka.record._crecords import DefaultRecordBatch as AioBatch
 from aiokafka.record._crecords import DefaultRecordBatchBuilder as AioBuilder
+from conftest import FIXTURE_LOGS
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
@@ -38,7 +38,7 @@ try:
 except ImportError:  # written in parallel; parity checks run once it exists
     twin = None
 
-FIXTURE_LOGS = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "kafka-logs"
+
 
 MAX = 2**63 - 1
 NOW = 1_700_000_000_000

@@ -5,10 +5,10 @@ logs as a follower would receive them (§1.1-§1.3, §2.2)."""
 from __future__ import annotations
 
 import mmap
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FIXTURE_LOGS
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 
 from replica_core.records import (
@@ -21,7 +21,7 @@ from replica_core.records import (
     scan,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "kafka-logs"
+FIXTURES = FIXTURE_LOGS
 LOGS = sorted(FIXTURES.glob("**/*.log"))
 NON_EMPTY = [p for p in LOGS if p.stat().st_size > 0]
 
