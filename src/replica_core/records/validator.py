@@ -10,6 +10,7 @@ rebuilds with a ``MemoryRecordsBuilder``.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,7 +108,7 @@ class ValidationResult:
     offset of the (single, v2) batch.
     """
 
-    buffer: bytes
+    buffer: bytes | bytearray
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -136,68 +137,66 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
     _check_origin(origin)
     mv = _view(buffer)
     headers, valid_bytes, stop = kernels.scan_batches(mv, 0, -1, True, MAX_FRAME_SIZE)
-    n = len(headers)
-    magic = headers[:, C.COL_MAGIC]
-    size = headers[:, C.COL_SIZE]
-    base = headers[:, C.COL_BASE_OFFSET]
-    v2 = magic >= 2
-    last = np.where(v2 & (size >= BATCH_OVERHEAD), base + headers[:, C.COL_LAST_OFFSET_DELTA], base)
-    codecs = headers[:, C.COL_ATTRIBUTES] & 0x07
-
-    # The first batch failing any check raises that check's error (checks in Kafka's order).
-    bad_base = v2 & (base != 0) if origin == "client" else np.zeros(n, dtype=bool)
-    too_large = size > max_message_bytes if not ignore_record_size else np.zeros(n, dtype=bool)
-    corrupt = headers[:, C.COL_CRC_OK] != 1
-    bad_codec = codecs > 4
-    failing = np.flatnonzero(bad_base | too_large | corrupt | bad_codec)
-    if len(failing):
-        i = int(failing[0])
-        if bad_base[i]:
+    # One pass over plain ints: appends carry one to a few hundred batches, where per-call
+    # numpy overhead would cost more than the loop.
+    rows = headers.tolist()
+    client = origin == "client"
+    lasts: list[int] = []
+    monotonic = True
+    prev_last = -1
+    max_timestamp, shallow = NO_TIMESTAMP, -1
+    num_records = 0
+    source_codec = 0
+    for row in rows:
+        magic, size, base = row[C.COL_MAGIC], row[C.COL_SIZE], row[C.COL_BASE_OFFSET]
+        v2 = magic >= 2
+        last = base + row[C.COL_LAST_OFFSET_DELTA] if v2 and size >= BATCH_OVERHEAD else base
+        codec = row[C.COL_ATTRIBUTES] & 0x07
+        # The first batch failing any check raises that check's error (checks in Kafka's order).
+        if client and v2 and base != 0:
             raise InvalidRecordError(
                 "The baseOffset of the record batch in the append should be 0, but it is "
-                f"{int(base[i])}")
-        if too_large[i]:
+                f"{base}")
+        if not ignore_record_size and size > max_message_bytes:
             raise RecordTooLargeError(
-                f"The record batch size in the append is {int(size[i])} bytes which exceeds "
+                f"The record batch size in the append is {size} bytes which exceeds "
                 f"the maximum configured value of {max_message_bytes}.")
-        if corrupt[i]:
-            raise CorruptRecordError(
-                f"Record is corrupt (stored crc = {int(headers[i, C.COL_CRC])})")
-        codec_id(int(codecs[i]))  # raises UnsupportedCompressionTypeError
+        if row[C.COL_CRC_OK] != 1:
+            raise CorruptRecordError(f"Record is corrupt (stored crc = {row[C.COL_CRC]})")
+        if codec > 4:
+            codec_id(codec)  # raises UnsupportedCompressionTypeError
+        if last <= prev_last:
+            monotonic = False
+        prev_last = last
+        lasts.append(last)
+        if v2:
+            batch_max_ts, count = row[C.COL_MAX_TIMESTAMP], row[C.COL_RECORD_COUNT]
+        else:
+            lb = LegacyBatch(mv, row[C.COL_POSITION], size)
+            batch_max_ts, count = _legacy_shallow_timestamp(lb), _legacy_count(lb)
+        if batch_max_ts > max_timestamp:  # strictly greater: ties keep the earliest batch
+            max_timestamp, shallow = batch_max_ts, last
+        num_records += count
+        if codec:
+            source_codec = codec
     if stop == C.STOP_CORRUPT:
         raise CorruptRecordError(_corrupt_frame_message(mv, int(valid_bytes)))
-
-    monotonic = bool(np.all(np.diff(last, prepend=-1) > 0)) if n else True
     if origin == "replication" and not monotonic:
         raise OffsetsOutOfOrderError(
-            f"Out of order offsets found in append to the follower: {last.tolist()[:20]}")
-
-    max_ts = headers[:, C.COL_MAX_TIMESTAMP].copy()
-    counts = headers[:, C.COL_RECORD_COUNT].copy()
-    legacy_rows = np.flatnonzero(~v2)
-    for i in legacy_rows.tolist():
-        lb = LegacyBatch(mv, int(headers[i, C.COL_POSITION]), int(size[i]))
-        max_ts[i] = _legacy_shallow_timestamp(lb)
-        counts[i] = _legacy_count(lb)
-
-    max_timestamp, shallow = NO_TIMESTAMP, -1
-    if n and max_ts.max() > NO_TIMESTAMP:
-        j = int(np.argmax(max_ts))  # first batch holding the max: ties keep the earliest
-        max_timestamp, shallow = int(max_ts[j]), int(last[j])
-    nonzero = np.flatnonzero(codecs)
-    source = CODEC_NAMES[int(codecs[nonzero[-1]])] if len(nonzero) else "none"
+            f"Out of order offsets found in append to the follower: {lasts[:20]}")
+    n = len(rows)
     return LogAppendInfo(
-        first_offset=int(base[0]) if n and v2[0] else -1,
-        last_offset=int(last[-1]) if n else -1,
-        last_leader_epoch=int(headers[-1, C.COL_PARTITION_LEADER_EPOCH]) if n else -1,
+        first_offset=rows[0][C.COL_BASE_OFFSET] if n and rows[0][C.COL_MAGIC] >= 2 else -1,
+        last_offset=lasts[-1] if n else -1,
+        last_leader_epoch=rows[-1][C.COL_PARTITION_LEADER_EPOCH] if n else -1,
         max_timestamp=max_timestamp,
         shallow_offset_of_max_timestamp=shallow,
         log_append_time=NO_TIMESTAMP,
-        source_compression=source,
+        source_compression=CODEC_NAMES[source_codec],
         valid_bytes=int(valid_bytes),
         shallow_count=n,
-        num_records=int(counts.sum()) if n else 0,
-        last_offset_of_first_batch=int(last[0]) if n else -1,
+        num_records=num_records,
+        last_offset_of_first_batch=lasts[0] if n else -1,
         offsets_monotonic=monotonic,
     )
 
@@ -287,10 +286,10 @@ def validate_and_assign_offsets(
     codecs = [codec_id(int(c) & 0x07) for c in headers[:, C.COL_ATTRIBUTES].tolist()]
     source = next((c for c in reversed(codecs) if c != NONE), NONE)
     target = source if target_compression == "producer" else codec_id(target_compression)
-    first = headers[0]
+    first = headers[0].tolist()  # plain ints: numpy scalar indexing costs ~100 ns each
     magics = headers[:, C.COL_MAGIC]
 
-    if source == NONE and target == NONE and bool(np.all(magics == 2)):
+    if source == NONE and target == NONE and all(m == 2 for m in magics.tolist()):
         _check_single_batch(headers, source)
         _validate_batch(first, first, topic)
         return _assign_v2(mv, first, topic, target, in_place_allowed=True, compressed_path=False)
@@ -304,7 +303,7 @@ def validate_and_assign_offsets(
     return _convert_legacy(mv, headers, topic, target)
 
 
-def _is_control(row: np.ndarray) -> bool:
+def _is_control(row: Sequence[int]) -> bool:
     return bool(int(row[C.COL_ATTRIBUTES]) & ATTR_CONTROL)
 
 
@@ -313,7 +312,7 @@ def _check_single_batch(headers: np.ndarray, source: int) -> None:
         raise InvalidRecordError("Compressed outer record has more than one batch")
 
 
-def _validate_batch(first: np.ndarray, row: np.ndarray, topic: _Topic) -> None:
+def _validate_batch(first: Sequence[int], row: Sequence[int], topic: _Topic) -> None:
     """``LogValidator.validateBatch``: same magic as the first batch; client rules for v2."""
     if int(row[C.COL_MAGIC]) != int(first[C.COL_MAGIC]):
         raise InvalidRecordError(
@@ -369,7 +368,7 @@ def _raise_record_errors(key_errors: np.ndarray, ts_errors: np.ndarray, producer
     raise RecordValidationError(cause, errors)
 
 
-def _check_v2_records(area: Buffer, start: int, end: int, row: np.ndarray,
+def _check_v2_records(area: Buffer, start: int, end: int, row: Sequence[int],
                       topic: _Topic) -> tuple[int, bool]:
     """§2.4 record checks of one v2 batch via the kernel: ``(max_timestamp, offsets_in_order)``.
 
@@ -404,7 +403,7 @@ def _check_v2_records(area: Buffer, start: int, end: int, row: np.ndarray,
     return max(int(max_ts), NO_TIMESTAMP), bool(in_order)
 
 
-def _assign_v2(mv: memoryview, row: np.ndarray, topic: _Topic, target: int, *,
+def _assign_v2(mv: memoryview, row: Sequence[int], topic: _Topic, target: int, *,
                in_place_allowed: bool, compressed_path: bool) -> ValidationResult:
     pos, size = int(row[C.COL_POSITION]), int(row[C.COL_SIZE])
     if size < BATCH_OVERHEAD:
@@ -435,14 +434,15 @@ def _assign_v2(mv: memoryview, row: np.ndarray, topic: _Topic, target: int, *,
     out = bytearray(batch_view)
     kernels.stamp_batch(out, 0, last_offset - int(row[C.COL_LAST_OFFSET_DELTA]),
                         topic.leader_epoch, new_attributes, new_max)
+    # The stamped copy is handed over as is (one copy of the request, as Kafka stamps in place).
     return ValidationResult(
-        buffer=bytes(out), first_offset=topic.next_offset, last_offset=last_offset,
+        buffer=out, first_offset=topic.next_offset, last_offset=last_offset,
         max_timestamp=new_max, shallow_offset_of_max_timestamp=last_offset,
         log_append_time=topic.now if topic.log_append else NO_TIMESTAMP,
         message_size_maybe_changed=False, num_records=count)
 
 
-def _rebuild_v2(area: Buffer, start: int, end: int, row: np.ndarray, topic: _Topic,
+def _rebuild_v2(area: Buffer, start: int, end: int, row: Sequence[int], topic: _Topic,
                 target: int) -> ValidationResult:
     """``buildRecordsAndAssignOffsets``: the records re-encoded with fresh offsets and the
     target codec; producer fields (and the control flag) kept from the input batch."""
@@ -500,7 +500,7 @@ def _convert_legacy(mv: memoryview, headers: np.ndarray, topic: _Topic,
                     target: int) -> ValidationResult:
     """v0/v1 input converted to one v2 batch (``convertAndAssignOffsetsNonCompressed`` and the
     rebuild of ``validateMessagesAndAssignOffsetsCompressed``)."""
-    first = headers[0]
+    first = headers[0].tolist()  # plain ints: numpy scalar indexing costs ~100 ns each
     records: list = []
     timestamps: list[int] = []
     for row in headers:
