@@ -43,6 +43,14 @@ def env(request, tmp_path):
     return medium, root
 
 
+@pytest.fixture
+def memory_env():
+    """Crash faults exist only on the page-cache model, so these tests take memory alone."""
+    medium = MemoryMedium()
+    medium.makedirs("/data")
+    return medium, "/data"
+
+
 def _open(env, config=None, clock=None, name="topic-0", **kw):
     medium, root = env
     return Log.open(os.path.join(root, name), config or LogConfig(), medium=medium,
@@ -223,10 +231,9 @@ def test_flush_messages_policy_and_recovery_point(env):
     assert log.recovery_point == log.log_end_offset == 6
 
 
-def test_memory_power_crash_loses_exactly_unflushed(env):
+def test_memory_power_crash_loses_exactly_unflushed(memory_env):
+    env = memory_env
     medium, root = env
-    if not isinstance(medium, MemoryMedium):
-        pytest.skip("power crash is a MemoryMedium fault")
     log = _open(env, LogConfig.from_properties({"segment.bytes": 500}))
     for _ in range(6):
         log.append_as_leader(_batch(2), 1)
@@ -437,3 +444,31 @@ def test_follower_append_header_struct_matches_contract(env):
     data = _all_bytes(log)
     assert data == b
     assert struct.unpack_from(">i", data, 12)[0] == 9
+
+
+def test_failed_write_raises_storage_error_and_leaves_no_partial_batch(env):
+    from replica_core.errors import KafkaStorageError
+
+    log = _open(env)
+    log.append_as_leader(_batch(2), 0)
+    before = _all_bytes(log)
+    seg = log.active_segment
+    real = seg.log_file
+
+    class FullDisk:
+        """The segment's file, but writes stop after 10 bytes with ENOSPC."""
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def write(self, position, data):
+            real.write(position, bytes(data)[:10])
+            raise OSError(28, "No space left on device")
+
+    seg._log = FullDisk()
+    with pytest.raises(KafkaStorageError):
+        log.append_as_leader(_batch(2), 0)
+    seg._log = real
+    assert _all_bytes(log) == before and log.log_end_offset == 2
+    log.append_as_leader(_batch(1), 0)
+    assert [b.base_offset for b in parse_batches(_all_bytes(log))] == [0, 2]

@@ -37,6 +37,14 @@ def env(request, tmp_path):
     return medium, root
 
 
+@pytest.fixture
+def memory_env():
+    """Crash faults exist only on the page-cache model, so these tests take memory alone."""
+    medium = MemoryMedium()
+    medium.makedirs("/data")
+    return medium, "/data"
+
+
 def _dir(env, name="topic-0"):
     return os.path.join(env[1], name)
 
@@ -273,11 +281,10 @@ def test_missing_clean_shutdown_marker_recovers_from_recovery_point(env):
     manager.shutdown()
 
 
-def test_crash_during_loading_counts_as_unclean(env):
+def test_crash_during_loading_counts_as_unclean(memory_env):
     """KAFKA-10471: the marker is deleted before loading, so a crash mid-load is unclean."""
+    env = memory_env
     medium, root = env
-    if not isinstance(medium, MemoryMedium):
-        pytest.skip("needs a simulated crash")
     log_dir = os.path.join(root, "kafka-logs")
     manager = load_log_dir(log_dir, SMALL, medium=medium, clock=ManualClock(T0))
     lg = manager.create_log("t", 0)
@@ -290,10 +297,9 @@ def test_crash_during_loading_counts_as_unclean(env):
     assert manager.get_log("t", 0).log_end_offset == 1
 
 
-def test_power_crash_via_log_manager_loses_only_unflushed(env):
+def test_power_crash_via_log_manager_loses_only_unflushed(memory_env):
+    env = memory_env
     medium, root = env
-    if not isinstance(medium, MemoryMedium):
-        pytest.skip("power crash is a MemoryMedium fault")
     log_dir = os.path.join(root, "kafka-logs")
     cfg = LogConfig.from_properties({"segment.bytes": 10**6})
     manager = load_log_dir(log_dir, cfg, medium=medium, clock=ManualClock(T0))
@@ -350,9 +356,7 @@ def _check_record(offset, value):
 
 
 @pytest.mark.slow
-def test_sigkill_loop_keeps_every_flushed_record(tmp_path, request):
-    if "slow" not in (request.config.getoption("-m") or ""):
-        pytest.skip("slow: run with -m slow")
+def test_sigkill_loop_keeps_every_flushed_record(tmp_path):
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     rng = random.Random(20240601)
