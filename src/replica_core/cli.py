@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
 
 from replica_core import __version__
 
@@ -27,6 +29,100 @@ def _cmd_verify(args: argparse.Namespace) -> int:
             if not report.ok:
                 status = 1
     return status
+
+
+def _progress_bar(stream: TextIO) -> Callable[[float, float, int], None]:
+    """A plain-text progress bar on ``stream`` (redrawn in place on a terminal)."""
+    width = 30
+    tty = stream.isatty()
+    state = {"last": -1}
+
+    def show(done_s: float, total_s: float, events: int) -> None:
+        frac = 0.0 if total_s <= 0 else min(1.0, done_s / total_s)
+        pct = int(frac * 100)
+        if not tty and pct < 100 and pct - state["last"] < 10:
+            return
+        state["last"] = pct
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        line = f"[{bar}] {pct:3d}%  {done_s:7.1f}/{total_s:.1f} s simulated  {events:,} events"
+        if tty:
+            stream.write("\r" + line + ("\n" if pct >= 100 else ""))
+        else:
+            stream.write(line + "\n")
+        stream.flush()
+
+    return show
+
+
+def _summary_table(summary: dict, run_info: dict) -> str:
+    def fmt(value: object) -> str:
+        if isinstance(value, dict) and "p50" in value:
+            return f"p50 {value['p50']:g}  p99 {value['p99']:g}  max {value['max']:g}"
+        if isinstance(value, float):
+            return f"{value:,.3f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    rows = [
+        ("scenario", summary.get("scenario_name")), ("seed", summary.get("seed")),
+        ("truncation", summary.get("truncation")), ("brokers", summary.get("brokers")),
+        ("partitions", summary.get("partitions")), ("simulated seconds", summary["sim_seconds"]),
+        ("events", summary["events"]), ("acked records", summary["acked_records"]),
+        ("lost acked records", summary["lost_acked_records"]),
+        ("diverged partitions", summary["diverged_partitions"]),
+        ("offline partition-seconds", summary["offline_partition_seconds"]),
+        ("under-min-ISR partition-seconds", summary["under_min_isr_partition_seconds"]),
+        ("ISR shrinks / expands", f"{summary['isr_shrinks']:,} / {summary['isr_expands']:,}"),
+        ("leader elections (unclean)",
+         f"{summary['leader_elections']:,} ({summary['unclean_elections']:,})"),
+        ("produce latency ms", summary["produce_latency_ms"]),
+        ("replication lag records", summary["replication_lag_records"]),
+        ("wall seconds", run_info.get("wall_seconds")),
+        ("speed vs real time", f"{run_info.get('speed_vs_real_time')}x"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lost = summary.get("lost_acked_records_by_cause", {})
+    if any(lost.values()):
+        causes = ", ".join(f"{k} {v:,}" for k, v in lost.items() if v)
+        rows.insert(9, ("  by cause", causes))
+        width = max(width, len("  by cause"))
+    return "\n".join(f"{k:<{width}}  {fmt(v)}" for k, v in rows)
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from replica_core.errors import InvalidConfigurationError
+    from replica_core.sim import scenario as scenario_mod
+    from replica_core.sim.invariants import InvariantViolation
+    from replica_core.sim.run import run_scenario, write_outputs
+
+    try:
+        overrides = scenario_mod.parse_overrides(args.set or [])
+        if args.seed is not None:
+            overrides["seed"] = args.seed
+        path = args.scenario or scenario_mod.default_scenario_path()
+        if args.scenario and not Path(path).is_file():
+            named = scenario_mod.examples_dir() / f"{args.scenario}.toml"
+            if named.is_file():
+                path = named
+        scenario = scenario_mod.load(path, overrides)
+    except (InvalidConfigurationError, OSError) as e:
+        print(f"replica-core simulate: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("out") / scenario.name
+    progress = None if args.quiet else _progress_bar(sys.stderr)
+    try:
+        summary, timeseries, run_info = run_scenario(scenario, progress=progress)
+    except InvariantViolation as e:
+        print(f"\n{e}", file=sys.stderr)
+        return 3
+    except InvalidConfigurationError as e:
+        print(f"replica-core simulate: {e}", file=sys.stderr)
+        return 2
+    paths = write_outputs(out, summary, timeseries, run_info)
+    print(_summary_table(summary, run_info))
+    print(f"wrote {paths['summary']}, {paths['run']}, {paths['report']}")
+    return 0
 
 
 def _cmd_dump_log(argv: list[str]) -> int:
@@ -53,6 +149,25 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("paths", nargs="+", metavar="PATH")
     verify.add_argument("-v", "--verbose", action="store_true", help="one line per partition")
     verify.set_defaults(func=_cmd_verify)
+
+    simulate = sub.add_parser(
+        "simulate",
+        help="run a deterministic cluster simulation with faults; write summary.json, "
+        "run.json and report.html",
+        description="Simulate a Kafka cluster (brokers, controller, producers) built from "
+        "replica_core's components under the faults of SCENARIO (a TOML file or the name of a "
+        "shipped example; default: the embedded default scenario). Same scenario and seed give "
+        "a byte-identical summary.json.",
+    )
+    simulate.add_argument("scenario", nargs="?", metavar="SCENARIO.toml")
+    simulate.add_argument("--seed", type=int, help="override the scenario's seed")
+    simulate.add_argument("--set", action="append", metavar="KEY=VALUE",
+                          help="override a scenario key (truncation=high_watermark, "
+                          "cluster.brokers=6, topics.0.partitions=100) or a Kafka config "
+                          "(replica.lag.time.max.ms=10000); repeatable")
+    simulate.add_argument("--out", metavar="DIR", help="output directory (default ./out/<name>)")
+    simulate.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    simulate.set_defaults(func=_cmd_simulate)
 
     sub.add_parser(
         "dump-log",

@@ -59,3 +59,24 @@ def stamp_batch(
     attributes: int,
     max_timestamp: int,
 ) -> int: ...
+
+FAST_OK: int
+FAST_NEED_RECORDS: int
+FAST_UNSUPPORTED: int
+FAST_REJECTED: int
+
+def leader_append_fast(
+    buf: Buffer,
+    next_offset: int,
+    leader_epoch: int,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+    log_append_time: bool,
+    compacted: bool,
+    client: bool,
+    analyze: bool,
+    max_message_bytes: int,
+    target_codec: int,
+    records: Buffer | None = None,
+) -> tuple[int, bytearray | None, int, int, int, int, int, int, int]: ...

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Record batch kernels: framing scan, record walks, header stamping (KAFKA_SEMANTICS §1.1-§1.3, §2.4).
+"""Record batch kernels: framing scan, record walks, header stamping, and the fused leader append
+of one v2 batch (KAFKA_SEMANTICS §1.1-§1.3, §2.2, §2.4).
 
 Twin: ``batch_py.py``; both follow docs/contracts.md "Batch kernels" (same functions, same
 results, same error types). Buffers are borrowed through the buffer protocol (``_acquire``:
@@ -13,6 +14,8 @@ from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint32_t, uint64_t
 
 cimport numpy as cnp
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from libc.string cimport memcpy
 
 import zlib
 
@@ -760,3 +763,213 @@ def stamp_batch(buf_writable, Py_ssize_t pos, int64_t base_offset, int32_t parti
     finally:
         PyBuffer_Release(&pb)
     return crc
+
+
+# --- fused leader append of one v2 batch (§2.2 + §2.4, the common case) ------------------------
+
+cdef enum:
+    F_OK = 0
+    F_NEED_RECORDS = 1
+    F_UNSUPPORTED = 2
+    F_REJECTED = 3
+
+FAST_OK = F_OK
+FAST_NEED_RECORDS = F_NEED_RECORDS
+FAST_UNSUPPORTED = F_UNSUPPORTED
+FAST_REJECTED = F_REJECTED
+
+cdef enum:
+    ATTR_CODEC_MASK = 0x07
+    ATTR_LOG_APPEND_TIME = 0x08
+    ATTR_CONTROL = 0x20
+    # the bits Kafka's computeAttributes() keeps when it rewrites the attributes
+    KEPT_ATTRIBUTES = 0x77
+    MAX_CODEC = 4
+
+cdef int64_t I64_MAX = 0x7FFFFFFFFFFFFFFF
+cdef int64_t I64_MIN = -I64_MAX - 1
+
+
+cdef inline bint add_overflows(int64_t a, int64_t b) noexcept nogil:
+    """Would ``a + b`` leave the int64 range? (``b`` is small: an int32 or a count.)"""
+    if b > 0:
+        return a > I64_MAX - b
+    return a < I64_MIN - b
+
+
+cdef struct FastHeader:
+    int64_t base_offset
+    int32_t last_offset_delta
+    int32_t leader_epoch
+    int32_t attributes        # int16 field, sign-extended
+    int64_t max_timestamp
+    int64_t base_timestamp
+    int32_t count
+    int codec
+    int64_t last_offset       # next_offset + count - 1
+    int64_t out_base_offset   # last_offset - last_offset_delta
+    int64_t source_last_offset
+
+
+cdef int fast_header(const unsigned char *b, Py_ssize_t n, int64_t next_offset,
+                     int64_t leader_epoch, bint client, bint analyze,
+                     int64_t max_message_bytes, int64_t target_codec,
+                     FastHeader *h) noexcept nogil:
+    """Steps 1-5 of the contract: framing, the §2.2 header checks, the batch rules, the path
+    choice. The CRC (step 2's last check) is left to the caller, which decides on the GIL."""
+    cdef int64_t pid
+    cdef int32_t seq
+    if n < BATCH_OVERHEAD or <int64_t>rcb_i32(b + 8) + LOG_OVERHEAD != n or b[16] != 2:
+        return F_UNSUPPORTED
+    h.base_offset = rcb_i64(b)
+    h.leader_epoch = rcb_i32(b + 12)
+    h.attributes = rcb_i16(b + 21)
+    h.last_offset_delta = rcb_i32(b + 23)
+    h.base_timestamp = rcb_i64(b + 27)
+    h.max_timestamp = rcb_i64(b + 35)
+    pid = rcb_i64(b + 43)
+    seq = rcb_i32(b + 53)
+    h.count = rcb_i32(b + 57)
+    h.codec = h.attributes & ATTR_CODEC_MASK
+    if analyze and ((client and h.base_offset != 0) or n > max_message_bytes):
+        return F_REJECTED
+    if h.codec > MAX_CODEC:
+        return F_REJECTED
+    if client:
+        if (<int64_t>h.last_offset_delta + 1 <= 0 or h.count <= 0
+                or <int64_t>h.last_offset_delta + 1 != h.count
+                or h.attributes & ATTR_CONTROL or (pid >= 0 and seq < 0)):
+            return F_REJECTED
+    elif h.count < 0:
+        return F_REJECTED
+    if h.attributes & ATTR_LOG_APPEND_TIME:
+        return F_UNSUPPORTED          # producer-set LogAppendTime: decided per topic, in Python
+    if target_codec >= 0 and target_codec != h.codec:
+        return F_UNSUPPORTED          # recompression
+    if leader_epoch < -2147483648 or leader_epoch > 2147483647:
+        return F_UNSUPPORTED
+    if add_overflows(next_offset, <int64_t>h.count - 1):
+        return F_UNSUPPORTED
+    h.last_offset = next_offset + (<int64_t>h.count - 1)
+    if add_overflows(h.last_offset, -<int64_t>h.last_offset_delta):
+        return F_UNSUPPORTED
+    h.out_base_offset = h.last_offset - h.last_offset_delta
+    if add_overflows(h.base_offset, h.last_offset_delta):
+        return F_UNSUPPORTED
+    h.source_last_offset = h.base_offset + h.last_offset_delta
+    return F_OK
+
+
+cdef inline bint crc_matches(const unsigned char *b, Py_ssize_t n) noexcept nogil:
+    return rc_crc32c(b + CRC_START, <size_t>(n - CRC_START)) == rcb_u32(b + 17)
+
+
+cdef int fast_check(const unsigned char *area, Py_ssize_t area_len, int64_t now_ms,
+                    int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
+                    bint compacted, FastHeader *h, CheckResult *res) noexcept nogil:
+    """Steps 7-8 of the contract: the record walk and its verdict; no Python objects touched."""
+    cdef WalkError we
+    if h.count > area_len // MIN_RECORD_BYTES:
+        return F_REJECTED
+    if walk_check(area, 0, area_len, h.count, h.base_timestamp, now_ms, before_max_ms,
+                  after_max_ms, not log_append_time, compacted, res, &we) != E_NONE:
+        return F_REJECTED
+    if res.first_error_index >= 0:
+        return F_REJECTED
+    if h.codec != 0 and not (res.in_order and h.base_offset == 0):
+        return F_UNSUPPORTED          # "some older clients do not implement V1 internal offsets"
+    return F_OK
+
+
+cdef void fast_stamp(unsigned char *o, const unsigned char *b, Py_ssize_t n, bint crc_known,
+                     int64_t leader_epoch, int64_t new_max, bint log_append_time,
+                     FastHeader *h) noexcept nogil:
+    """Step 9: the stamped copy. The CRC is recomputed unless it was verified and nothing it
+    covers changed (then it is the same value)."""
+    cdef bint rewrite = log_append_time or h.max_timestamp != new_max
+    cdef int32_t attributes
+    memcpy(o, b, <size_t>n)
+    rcb_put64(o, <uint64_t>h.out_base_offset)
+    rcb_put32(o + 12, <uint32_t><int32_t>leader_epoch)
+    if rewrite:
+        attributes = (h.attributes & KEPT_ATTRIBUTES & ~ATTR_LOG_APPEND_TIME) | (
+            ATTR_LOG_APPEND_TIME if log_append_time else 0)
+        rcb_put16(o + 21, <unsigned short>(attributes & 0xFFFF))
+        rcb_put64(o + 35, <uint64_t>new_max)
+    if rewrite or not crc_known:
+        rcb_put32(o + 17, rc_crc32c(o + CRC_START, <size_t>(n - CRC_START)))
+
+
+def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t now_ms,
+                       int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
+                       bint compacted, bint client, bint analyze, int64_t max_message_bytes,
+                       int64_t target_codec, records=None):
+    """The leader's append of one v2 batch in one pass (contract: "Batch kernels"):
+    ``(status, out, last_offset, max_timestamp, count, codec, base_offset,
+    source_last_offset, source_leader_epoch)``."""
+    cdef Py_buffer pb
+    cdef Py_buffer pr
+    cdef bint have_records = False
+    cdef const unsigned char *b
+    cdef const unsigned char *area
+    cdef Py_ssize_t n, area_len
+    cdef FastHeader h
+    cdef CheckResult res = CheckResult(-1, -1, -1, R_OK, 1)
+    cdef int status
+    cdef int64_t new_max
+    cdef unsigned char *o
+    cdef bint crc_ok = True
+    out = None
+    _acquire(buf, &pb, False)
+    try:
+        b = <const unsigned char *>pb.buf
+        n = pb.len
+        status = fast_header(b, n, next_offset, leader_epoch, client, analyze,
+                             max_message_bytes, target_codec, &h)
+        if status == F_OK and analyze:
+            # before any decompression, as Kafka checks the CRC in analyzeAndValidateRecords
+            if n >= NOGIL_MIN_BYTES:
+                with nogil:
+                    crc_ok = crc_matches(b, n)
+            else:
+                crc_ok = crc_matches(b, n)
+            if not crc_ok:
+                status = F_REJECTED
+        if status != F_OK:
+            return (status, None, -1, -1, -1, -1, -1, -1, -1)
+        if h.codec != 0:
+            if records is None:
+                return (F_NEED_RECORDS, None, -1, -1, -1, h.codec, -1, -1, -1)
+            _acquire(records, &pr, False)
+            have_records = True
+            area = <const unsigned char *>pr.buf
+            area_len = pr.len
+        else:
+            area = b + BATCH_OVERHEAD
+            area_len = n - BATCH_OVERHEAD
+        if area_len >= NOGIL_MIN_BYTES:
+            with nogil:
+                status = fast_check(area, area_len, now_ms, before_max_ms, after_max_ms,
+                                    log_append_time, compacted, &h, &res)
+        else:
+            status = fast_check(area, area_len, now_ms, before_max_ms, after_max_ms,
+                                log_append_time, compacted, &h, &res)
+        if status != F_OK:
+            return (status, None, -1, -1, -1, -1, -1, -1, -1)
+        if log_append_time:
+            new_max = now_ms
+        else:
+            new_max = res.max_timestamp if res.max_timestamp > -1 else -1
+        out = PyByteArray_FromStringAndSize(NULL, n)
+        o = <unsigned char *>PyByteArray_AS_STRING(out)
+        if n >= NOGIL_MIN_BYTES:
+            with nogil:
+                fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, &h)
+        else:
+            fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, &h)
+    finally:
+        if have_records:
+            PyBuffer_Release(&pr)
+        PyBuffer_Release(&pb)
+    return (F_OK, out, h.last_offset, new_max, h.count, h.codec, h.out_base_offset,
+            h.source_last_offset, h.leader_epoch)

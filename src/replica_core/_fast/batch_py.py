@@ -1,7 +1,8 @@
-"""Plain-Python twin of ``_batch.pyx``: framing scan, record walks and header stamping.
+"""Plain-Python twin of ``_batch.pyx``: framing scan, record walks, header stamping and the fused
+leader append of one v2 batch.
 
 The reference the compiled kernel is tested against (docs/contracts.md "Batch kernels";
-KAFKA_SEMANTICS §1.1-§1.3, §2.4). Same functions, same results, same error types. Integer
+KAFKA_SEMANTICS §1.1-§1.3, §2.2, §2.4). Same functions, same results, same error types. Integer
 arithmetic follows Java's: int32/int64 fields wrap in two's complement, varints are read like
 ``ByteUtils.readVarint``/``readVarlong``.
 """
@@ -380,3 +381,118 @@ def stamp_batch(buf_writable: Any, pos: int, base_offset: int, partition_leader_
     crc = _crc32c(mv[pos + CRC_START:pos + size])
     struct.pack_into(">I", mv, pos + 17, crc)
     return crc
+
+
+# --- fused leader append of one v2 batch (§2.2 + §2.4, the common case) ------------------------
+FAST_OK = 0
+FAST_NEED_RECORDS = 1
+FAST_UNSUPPORTED = 2
+FAST_REJECTED = 3
+
+_ATTR_CODEC_MASK = 0x07
+_ATTR_LOG_APPEND_TIME = 0x08
+_ATTR_CONTROL = 0x20
+_KEPT_ATTRIBUTES = 0x77      # the bits Kafka's computeAttributes() keeps when it rewrites them
+_MAX_CODEC = 4
+_FAST_HEADER = struct.Struct(">qiibIhiqqqhii")
+_NOT_OK = (-1, -1, -1, -1, -1, -1, -1)
+
+
+def _fast_header(mv: memoryview, n: int, next_offset: int, leader_epoch: int, client: bool,
+                 analyze: bool, max_message_bytes: int, target_codec: int):
+    """Steps 1-5 of the contract: ``(status, header fields...)``; the CRC is checked after."""
+    if n < BATCH_OVERHEAD or _I32.unpack_from(mv, 8)[0] + LOG_OVERHEAD != n or mv[16] != 2:
+        return (FAST_UNSUPPORTED,)
+    (base, _, epoch, _, _, attributes, lod, base_ts, max_ts, pid, _, seq,
+     count) = _FAST_HEADER.unpack_from(mv, 0)
+    codec = attributes & _ATTR_CODEC_MASK
+    if analyze and ((client and base != 0) or n > max_message_bytes):
+        return (FAST_REJECTED,)
+    if codec > _MAX_CODEC:
+        return (FAST_REJECTED,)
+    if client:
+        if (lod + 1 <= 0 or count <= 0 or lod + 1 != count or attributes & _ATTR_CONTROL
+                or (pid >= 0 and seq < 0)):
+            return (FAST_REJECTED,)
+    elif count < 0:
+        return (FAST_REJECTED,)
+    if attributes & _ATTR_LOG_APPEND_TIME:
+        return (FAST_UNSUPPORTED,)    # producer-set LogAppendTime: decided per topic, in Python
+    if 0 <= target_codec != codec:
+        return (FAST_UNSUPPORTED,)    # recompression
+    if not _INT32_MIN <= leader_epoch <= _INT32_MAX:
+        return (FAST_UNSUPPORTED,)
+    last = next_offset + count - 1
+    out_base = last - lod
+    source_last = base + lod
+    if not (_INT64_MIN <= last <= _INT64_MAX and _INT64_MIN <= out_base <= _INT64_MAX
+            and _INT64_MIN <= source_last <= _INT64_MAX):
+        return (FAST_UNSUPPORTED,)
+    return (FAST_OK, base, epoch, attributes, lod, base_ts, max_ts, count, codec, last,
+            out_base, source_last)
+
+
+def leader_append_fast(buf: Any, next_offset: int, leader_epoch: int, now_ms: int,
+                       before_max_ms: int, after_max_ms: int, log_append_time: bool,
+                       compacted: bool, client: bool, analyze: bool, max_message_bytes: int,
+                       target_codec: int, records: Any = None) -> tuple:
+    """The leader's append of one v2 batch in one pass (contract: "Batch kernels"):
+    ``(status, out, last_offset, max_timestamp, count, codec, base_offset,
+    source_last_offset, source_leader_epoch)``."""
+    mv = _bytes_view(buf)
+    next_offset = _check_int(next_offset, _INT64_MIN, _INT64_MAX, "next_offset")
+    leader_epoch = _check_int(leader_epoch, _INT64_MIN, _INT64_MAX, "leader_epoch")
+    now_ms = _check_int(now_ms, _INT64_MIN, _INT64_MAX, "now_ms")
+    before_max_ms = _check_int(before_max_ms, _INT64_MIN, _INT64_MAX, "before_max_ms")
+    after_max_ms = _check_int(after_max_ms, _INT64_MIN, _INT64_MAX, "after_max_ms")
+    max_message_bytes = _check_int(max_message_bytes, _INT64_MIN, _INT64_MAX,
+                                   "max_message_bytes")
+    target_codec = _check_int(target_codec, _INT64_MIN, _INT64_MAX, "target_codec")
+    log_append_time, compacted = bool(log_append_time), bool(compacted)
+    client, analyze = bool(client), bool(analyze)
+    n = len(mv)
+    h = _fast_header(mv, n, next_offset, leader_epoch, client, analyze, max_message_bytes,
+                     target_codec)
+    status = h[0]
+    if status == FAST_OK and analyze:
+        # before any decompression, as Kafka checks the CRC in analyzeAndValidateRecords
+        if _crc32c(mv[CRC_START:n]) != _U32.unpack_from(mv, 17)[0]:
+            status = FAST_REJECTED
+    if status != FAST_OK:
+        return (status, None, *_NOT_OK)
+    (_, base, epoch, attributes, lod, base_ts, stored_max, count, codec, last, out_base,
+     source_last) = h
+    if codec:
+        if records is None:
+            return (FAST_NEED_RECORDS, None, -1, -1, -1, codec, -1, -1, -1)
+        area = _bytes_view(records)
+        start, end = 0, len(area)
+    else:
+        area, start, end = mv, BATCH_OVERHEAD, n
+    # steps 7-8: the record walk (check_records' rules) and its verdict
+    if count > (end - start) // MIN_RECORD_BYTES:
+        return (FAST_REJECTED, None, *_NOT_OK)
+    try:
+        max_ts, _, first_error, _, in_order = check_records(
+            area, start, end, count, base_ts, now_ms, before_max_ms, after_max_ms,
+            not log_append_time, compacted)
+    except InvalidRecordError:
+        return (FAST_REJECTED, None, *_NOT_OK)
+    if first_error >= 0:
+        return (FAST_REJECTED, None, *_NOT_OK)
+    if codec and not (in_order and base == 0):
+        return (FAST_UNSUPPORTED, None, *_NOT_OK)
+    # step 9: the stamped copy
+    new_max = now_ms if log_append_time else max(max_ts, -1)
+    out = bytearray(mv)
+    struct.pack_into(">q", out, 0, out_base)
+    struct.pack_into(">i", out, 12, leader_epoch)
+    rewrite = log_append_time or stored_max != new_max
+    if rewrite:
+        new_attributes = (attributes & _KEPT_ATTRIBUTES & ~_ATTR_LOG_APPEND_TIME) | (
+            _ATTR_LOG_APPEND_TIME if log_append_time else 0)
+        struct.pack_into(">H", out, 21, new_attributes & 0xFFFF)
+        struct.pack_into(">q", out, 35, new_max)
+    if rewrite or not analyze:
+        struct.pack_into(">I", out, 17, _crc32c(memoryview(out)[CRC_START:n]))
+    return (FAST_OK, out, last, new_max, count, codec, out_base, source_last, epoch)

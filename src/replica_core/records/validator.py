@@ -7,6 +7,12 @@ come from one scan-kernel call; record-level checks run in ``check_records`` and
 rewrite in ``stamp_batch``, so the common paths do no per-record Python work. Only a rebuild
 (codec change, out-of-order inner offsets, legacy input) walks records in Python, as Kafka
 rebuilds with a ``MemoryRecordsBuilder``.
+
+The overwhelmingly common leader append - one v2 batch, uncompressed or kept in its codec - runs
+in ONE call of the fused kernel ``leader_append_fast`` (``analyze_validate_and_assign`` for the
+log; ``validate_and_assign_offsets`` tries it first too). The kernel only accepts what it can
+finish exactly as the general path would; for anything else, any error included, it answers with
+a status and the general path runs, so errors are always raised by the code below.
 """
 from __future__ import annotations
 
@@ -53,6 +59,8 @@ __all__ = [
     "LogAppendInfo",
     "ValidationResult",
     "analyze_and_validate",
+    "analyze_validate_and_assign",
+    "fast_target_codec",
     "trim_invalid_bytes",
     "validate_and_assign_offsets",
 ]
@@ -65,6 +73,11 @@ LONG_MAX = 2**63 - 1
 _KEPT_ATTRIBUTES = 0x77
 
 C = kernels
+_FAST_OK = kernels.FAST_OK
+_FAST_NEED_RECORDS = kernels.FAST_NEED_RECORDS
+_leader_append_fast = kernels.leader_append_fast
+# What a bad argument makes the kernel raise; the general path then raises its own error.
+_FAST_ARG_ERRORS = (OverflowError, TypeError, BufferError, ValueError)
 
 
 @dataclass
@@ -231,6 +244,80 @@ def trim_invalid_bytes(buffer: Buffer, info: LogAppendInfo) -> memoryview | byte
     return mv[:info.valid_bytes]
 
 
+# --- the fused fast path (§2.2 + §2.3 + §2.4 for one v2 batch) -------------------------------
+def fast_target_codec(target_compression: str) -> int | None:
+    """The kernel's ``target_codec`` for a topic's ``compression.type``: −1 for ``"producer"``
+    (keep the producer's codec), else the codec id; ``None`` if the name is not a codec (the
+    general path raises for it)."""
+    if target_compression == "producer":
+        return -1
+    try:
+        return codec_id(target_compression)
+    except Exception:  # any failure: leave it to the general path, which raises
+        return None
+
+
+def _run_fast(buffer: Buffer, next_offset: int, leader_epoch: int, now_ms: int, before: int,
+              after: int, log_append: bool, compacted: bool, client: bool, analyze: bool,
+              max_message_bytes: int, target: int) -> tuple | None:
+    """One call of ``leader_append_fast`` (two for a compressed batch: the records are
+    decompressed once the header checks passed); the kernel's tuple if it finished, else None."""
+    try:
+        res = _leader_append_fast(buffer, next_offset, leader_epoch, now_ms, before, after,
+                                  log_append, compacted, client, analyze, max_message_bytes,
+                                  target)
+        if res[0] == _FAST_NEED_RECORDS:
+            try:
+                area = decompress(res[5], _view(buffer)[BATCH_OVERHEAD:])
+            except Exception:  # the general path raises the exact error
+                return None
+            res = _leader_append_fast(buffer, next_offset, leader_epoch, now_ms, before, after,
+                                      log_append, compacted, client, analyze,
+                                      max_message_bytes, target, area)
+    except _FAST_ARG_ERRORS:
+        return None
+    return res if res[0] == _FAST_OK else None
+
+
+def analyze_validate_and_assign(
+        buffer: Buffer, next_offset: int, leader_epoch: int, now_ms: int,
+        origin: str = "client", log_append_time: bool = False,
+        timestamp_before_max_ms: int = LONG_MAX, timestamp_after_max_ms: int = LONG_MAX,
+        target_codec: int = -1, compacted: bool = False,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+) -> tuple[LogAppendInfo, bytearray, int] | None:
+    """The leader's whole validation of one v2 batch in one kernel call: what
+    ``analyze_and_validate`` + ``trim_invalid_bytes`` + ``validate_and_assign_offsets`` do,
+    for the common case only.
+
+    Returns ``(info, stamped_copy, base_offset)``: ``info`` as the log leaves it after offset
+    assignment (first offset ``next_offset``, last offset, max timestamp and its shallow offset,
+    ``log_append_time`` = ``now_ms`` on a LogAppendTime topic else −1), the stamped batch, and
+    the base offset written into it (the epoch cache's start offset). Returns ``None`` whenever
+    the general functions must run instead: not exactly one v2 batch, origin other than
+    ``"client"``/``"coordinator"``, a rebuild, producer-set LogAppendTime, or any error (which
+    the general functions then raise). Arguments are positional-friendly for the log's hot path;
+    ``target_codec`` comes from :func:`fast_target_codec`.
+    """
+    if origin == "client":
+        client = True
+    elif origin == "coordinator":
+        client = False
+    else:
+        return None   # unknown origins raise, and the follower path has its own rules
+    res = _run_fast(buffer, next_offset, leader_epoch, now_ms, timestamp_before_max_ms,
+                    timestamp_after_max_ms, log_append_time, compacted, client, True,
+                    max_message_bytes, target_codec)
+    if res is None:
+        return None
+    _, out, last, max_ts, count, codec, base, source_last, source_epoch = res
+    # LogAppendInfo as analyze_and_validate builds it, then updated as the log does (§2.4)
+    info = LogAppendInfo(next_offset, last, source_epoch, max_ts, last,
+                         max_ts if log_append_time else NO_TIMESTAMP, CODEC_NAMES[codec],
+                         len(out), 1, count, source_last, source_last > -1)
+    return info, out, base
+
+
 # --- §2.4 ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Topic:
@@ -274,9 +361,27 @@ def validate_and_assign_offsets(
         else timestamp_before_max_ms
     after = max_timestamp_difference_ms if timestamp_after_max_ms is None \
         else timestamp_after_max_ms
-    topic = _Topic(int(next_offset), int(leader_epoch), int(now_ms),
-                   timestamp_type_of(timestamp_type), int(before), int(after), bool(compacted),
-                   origin == "client", int(max_message_bytes))
+    # the topic's values, converted in the order (and with the errors) of the general path
+    topic = (int(next_offset), int(leader_epoch), int(now_ms), timestamp_type_of(timestamp_type),
+             int(before), int(after), bool(compacted), origin == "client",
+             int(max_message_bytes))
+    target = fast_target_codec(target_compression)
+    if target is not None:
+        res = _run_fast(buffer, topic[0], topic[1], topic[2], topic[4], topic[5], topic[3],
+                        topic[6], topic[7], False, topic[8], target)
+        if res is not None:
+            last, max_ts, count = res[2], res[3], res[4]
+            return ValidationResult(
+                buffer=res[1], first_offset=topic[0], last_offset=last, max_timestamp=max_ts,
+                shallow_offset_of_max_timestamp=last,
+                log_append_time=max_ts if topic[3] else NO_TIMESTAMP,
+                message_size_maybe_changed=False, num_records=count)
+    return _validate_and_assign_general(buffer, _Topic(*topic), target_compression)
+
+
+def _validate_and_assign_general(buffer: Buffer, topic: _Topic,
+                                 target_compression: str) -> ValidationResult:
+    """Every input of :func:`validate_and_assign_offsets`: rebuilds, legacy input, errors."""
     mv = _view(buffer)
     headers, valid_bytes, stop = kernels.scan_batches(mv, 0, -1, False, MAX_FRAME_SIZE)
     if stop == C.STOP_CORRUPT:

@@ -9,12 +9,17 @@ storage = "memory"                   # or "disk"
 
 [cluster]
 brokers = 5
-latency_ms = 1.0
-bandwidth_mbps = 1000.0
+latency_ms = 1.0                     # one-way, per link
+bandwidth_mbps = 1000.0              # per link
+processing_ms = 1.0                  # base service time a `slow` factor multiplies
+detect_bounces = true                # a fast restart is a failure first (KIP-380); false:
+                                     # pre-2.2 controllers (the restarted broker keeps its roles)
 
 [configs]                            # Kafka broker/topic configs by their dotted names
 "min.insync.replicas" = 2
 "replica.lag.time.max.ms" = 30000
+"broker.session.timeout.ms" = 18000  # controller: session expiry (also zookeeper.session...)
+"retry.backoff.ms" = 100             # clients: also request.timeout.ms, delivery.timeout.ms
 
 [[topics]]
 name = "events"
@@ -27,12 +32,18 @@ batches_per_second = 2.0             # per partition
 records_per_batch = 10
 record_bytes = 100
 acks = "all"                         # all | 1 | 0  (-1 is "all")
+keys = 0                             # distinct record keys (0: null keys)
+consumers = false                    # a consumer reading committed data
+consumer_poll_ms = 1000
 
 [[faults]]                           # scripted faults
 at_s = 30
-kind = "crash"                       # crash | restart | isolate | heal | slow | unslow |
-broker = 1                           # drop_controller_messages | restore_controller_messages
-mode = "process"                     # crash only: process | power
+kind = "crash"                       # crash | shutdown | restart | isolate | unisolate | partition |
+broker = 1                           # heal_partition | heal | slow | unslow | flush |
+mode = "process"                     # drop_controller_messages | restore_controller_messages
+                                     # mode: crash → process | power; slow → fetch | disk | all
+# factor = 1000.0                    # slow: service-time multiplier
+# brokers = [1, 2]                   # partition: one side (the other: everyone else)
 
 [fault_rates]                        # random faults, drawn from the seed
 crashes_per_broker_hour = 0.0
@@ -40,7 +51,14 @@ mean_downtime_s = 30.0
 power_failure_fraction = 0.0
 isolations_per_broker_hour = 0.0
 mean_isolation_s = 20.0
+slowdowns_per_broker_hour = 0.0      # also mean_slow_s, slow_factor
+partitions_per_hour = 0.0            # also mean_partition_s
+controller_drops_per_hour = 0.0      # also mean_controller_drop_s
 ```
+
+Simulator-only settings (not Kafka's): ``sample_interval_s`` (time series), ``[cluster]``
+``processing_ms`` and ``detect_bounces``; ``segment.index.bytes`` defaults to 8192 in the
+simulator.
 
 ``--set KEY=VALUE`` overrides any of it: ``truncation=high_watermark``, ``cluster.brokers=6``,
 ``workload.acks=1``, ``topics.0.partitions=100``; any other dotted key is a Kafka config
@@ -62,9 +80,16 @@ else:  # pragma: no cover
 from replica_core.errors import InvalidConfigurationError
 
 FAULT_KINDS = frozenset({
-    "crash", "restart", "isolate", "heal", "slow", "unslow",
-    "drop_controller_messages", "restore_controller_messages",
+    "crash", "restart", "isolate", "unisolate", "partition", "heal_partition", "heal", "slow",
+    "unslow", "drop_controller_messages", "restore_controller_messages", "flush", "shutdown",
 })
+NEEDS_BROKER = frozenset({"crash", "restart", "isolate", "unisolate", "slow", "unslow", "flush",
+                          "shutdown"})
+SLOW_MODES = frozenset({"process", "all", "fetch", "disk"})
+WORKLOAD_KEYS = frozenset({"batches_per_second", "records_per_batch", "record_bytes", "acks",
+                           "keys", "consumers", "consumer_poll_ms"})
+CLUSTER_KEYS = frozenset({"brokers", "latency_ms", "bandwidth_mbps", "processing_ms",
+                          "detect_bounces"})
 TOP_LEVEL = {"name": str, "seed": int, "duration_s": float, "truncation": str, "storage": str,
              "description": str, "sample_interval_s": float}
 TABLES = ("cluster", "workload", "fault_rates")
@@ -228,8 +253,27 @@ def _validate(sc: Scenario) -> None:
     for f in sc.faults:
         if f.broker is not None and not 1 <= int(f.broker) <= n:
             raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown broker {f.broker}")
+        if f.kind in NEEDS_BROKER and f.broker is None:
+            raise InvalidConfigurationError(f"fault {f.kind} at {f.at_s}s needs a broker")
         if f.kind == "crash" and f.mode not in ("process", "power"):
             raise InvalidConfigurationError("crash mode must be process or power")
+        if f.kind == "slow" and f.mode not in SLOW_MODES:
+            raise InvalidConfigurationError("slow mode must be fetch, disk or all")
+        if f.kind == "partition" and not f.brokers:
+            raise InvalidConfigurationError(f"partition fault at {f.at_s}s needs brokers = [...]")
+        if any(not 1 <= int(b) <= n for b in f.brokers):
+            raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown brokers {f.brokers}")
+    if sc.sample_interval_s <= 0:
+        raise InvalidConfigurationError("sample_interval_s must be positive")
+    unknown = set(sc.workload) - WORKLOAD_KEYS
+    if unknown:
+        raise InvalidConfigurationError(f"unknown workload keys: {sorted(unknown)}")
+    unknown = set(sc.cluster) - CLUSTER_KEYS
+    if unknown:
+        raise InvalidConfigurationError(f"unknown cluster keys: {sorted(unknown)}")
+    from replica_core.sim.faults import validate_rates
+
+    validate_rates(sc.fault_rates)
     parse_acks(sc.workload.get("acks", "all"))
 
 

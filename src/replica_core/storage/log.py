@@ -229,6 +229,13 @@ class Log:
         self._timestamp_before_max_ms = int(config.timestamp_before_max_ms)
         self._timestamp_after_max_ms = int(config.timestamp_after_max_ms)
         self._compression = str(config.compression_type)
+        # the topic half of the fused leader-append call (records.analyze_validate_and_assign);
+        # None when the compression type is not a codec (the general path reports it)
+        target = _records().fast_target_codec(self._compression)
+        self._fast_topic: tuple[Any, ...] | None = None if target is None else (
+            self._log_append_time, self._timestamp_before_max_ms, self._timestamp_after_max_ms,
+            target, self._compacted, self._max_message_bytes,
+        )
 
     # --- properties ---------------------------------------------------------------------
     @property
@@ -297,7 +304,23 @@ class Log:
         self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, origin: str = "client"
     ) -> Any:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append (§2.1-2.6)."""
-        return self._append(batch_bytes, origin, True, leader_epoch, False)
+        if self.closed:
+            self._check_open()
+        now = self.clock.milliseconds()
+        topic = self._fast_topic
+        # One kernel call for the common append (one v2 batch, no rebuild, no error); anything
+        # else, errors included, takes the general path below.
+        fast = None if topic is None else _records().analyze_validate_and_assign(
+            batch_bytes, self._leo, leader_epoch, now, origin, *topic)
+        if fast is None:
+            return self._append(batch_bytes, origin, True, leader_epoch, False, now)
+        info, valid, base_offset = fast
+        # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads back from its header)
+        self._maybe_assign_epoch(leader_epoch, base_offset)
+        last_offset = info.last_offset
+        self._write_validated(valid, info.valid_bytes, info.first_offset, last_offset,
+                              info.max_timestamp, last_offset, now)
+        return info
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> Any:
         """Append batches with the leader's offsets; a partial trailing batch is dropped (§2.5)."""
@@ -310,7 +333,9 @@ class Log:
         assign_offsets: bool,
         leader_epoch: int,
         ignore_record_size: bool,
+        now: int | None = None,
     ) -> Any:
+        """The general append: any number of batches, any format, every error (§2.2-2.6)."""
         self._check_open()
         rec = _records()
         info = rec.analyze_and_validate(
@@ -321,7 +346,8 @@ class Log:
             return info
         valid = rec.trim_invalid_bytes(records, info)
         leo = self._leo
-        now = self.clock.milliseconds()
+        if now is None:
+            now = self.clock.milliseconds()
         if assign_offsets:
             result = rec.validate_and_assign_offsets(
                 valid, leo, leader_epoch, now,
@@ -370,19 +396,45 @@ class Log:
         self._assign_epochs_from(valid)
 
         size = len(valid) if not isinstance(valid, memoryview) else valid.nbytes
+        self._write_validated(valid, size, first_offset, last_offset, max_timestamp, shallow, now)
+        return info
+
+    def _write_validated(
+        self,
+        valid: Any,
+        size: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        shallow: int,
+        now: int,
+    ) -> None:
+        """§2.6 steps 2-8: size limit, roll, segment append, LEO, HW metadata, flush policy."""
         if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
                 f"message batch size is {size} bytes in append to {self.topic}-{self.partition}, "
                 f"which exceeds the maximum configured segment size of {self._segment_bytes}"
             )
-        segment = self._maybe_roll(size, first_offset, last_offset, max_timestamp, now)
-        segment.append(last_offset, max_timestamp, shallow, valid)
-        self._update_log_end_offset(last_offset + 1)
-        if self._hw.message_offset >= self._leo:
+        try:
+            segment = self._segments.last
+            if segment.roll_needed(size, max_timestamp, last_offset, now, self._segment_bytes,
+                                   self._max_segment_ms):
+                segment = self.roll(first_offset if first_offset >= 0 else last_offset - INT32_MAX)
+            segment.append(last_offset, max_timestamp, shallow, valid)
+        except OSError as e:
+            # Kafka takes the log dir offline (maybeHandleIOException); the caller decides here
+            raise KafkaStorageError(
+                f"error while appending records to {self.topic}-{self.partition}: {e}"
+            ) from e
+        # _update_log_end_offset, inlined (the LEO only grows here)
+        leo = self._leo = last_offset + 1
+        self._leo_meta_cache = None
+        if self._recovery_point > leo:
+            self._recovery_point = leo
+        if self._hw.message_offset >= leo:
             self._hw = self._leo_meta
-        if self._leo - self._recovery_point >= self._flush_messages:
-            self.flush(self._leo)
-        return info
+        if leo - self._recovery_point >= self._flush_messages:
+            self.flush(leo)
 
     def _check_batch_sizes(self, buf: Any) -> None:
         headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
@@ -434,22 +486,6 @@ class Log:
         self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     # --- roll (§2.7) --------------------------------------------------------------------
-    def _maybe_roll(
-        self, size: int, first_offset: int, last_offset: int, max_timestamp: int, now: int
-    ) -> LogSegment:
-        segment = self._segments.last
-        if segment.should_roll(
-            max_segment_bytes=self._segment_bytes,
-            messages_size=size,
-            max_segment_ms=self._max_segment_ms,
-            max_timestamp_in_messages=max_timestamp,
-            max_offset_in_messages=last_offset,
-            now_ms=now,
-        ):
-            roll_offset = first_offset if first_offset >= 0 else last_offset - INT32_MAX
-            return self.roll(roll_offset)
-        return segment
-
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
         """Start a new active segment at ``max(expected_next_offset, LEO)``; flush the old ones."""
         self._check_open()

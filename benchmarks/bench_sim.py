@@ -1,0 +1,149 @@
+"""The simulator end to end: the default scenario against real time, and how wall time grows
+with the number of partitions.
+
+Part 1 — the embedded default scenario (3,000 partitions, RF 3, 6 brokers, 60 simulated
+seconds, one broker crash and restart) through ``run_scenario``, as ``replica-core simulate``
+runs it: wall seconds, speed against real time (target ≥ 10×, issue 6), events per second, and
+where the time goes — cluster setup (9,000 logs created by LeaderAndIsr), the simulated run,
+and the restarted broker's log recovery inside it.
+
+Part 2 — scaling: the same scenario at 1,000, 3,000 and 10,000 partitions (same per-partition
+produce rate, so traffic grows with partitions too), each split into setup and run.
+
+Peers in the same run: the same cluster with no producer (setup plus the idle cost of fetch
+sessions, heartbeats and scheduled ticks), and the bare event loop running the same number of
+no-op events (the floor any discrete-event simulator in Python pays per event).
+
+Run: ``/work/venv/bin/python benchmarks/bench_sim.py`` (``--quick``: 20 simulated seconds and
+1k/3k only; ``--json out.json`` to keep the figures).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from typing import Any
+
+from replica_core.sim import scenario as sc
+from replica_core.sim.cluster import quiet_logs
+from replica_core.sim.loop import EventLoop
+from replica_core.sim.run import build_cluster, run_scenario
+
+
+def _setup_seconds(scenario: sc.Scenario) -> float:
+    """Wall time to start the brokers and create the topics (what every run pays first)."""
+    restore = quiet_logs()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        t0 = time.perf_counter()
+        cluster = build_cluster(scenario)
+        for t in scenario.topics:
+            cluster.create_topic(t.name, t.partitions, t.replication_factor, configs=t.configs)
+        return time.perf_counter() - t0
+    finally:
+        gc.set_threshold(*thresholds)
+        restore()
+
+
+def _restart_seconds(scenario: sc.Scenario) -> float:
+    """Wall time of one broker's restart (log recovery of its share of the partitions)."""
+    restore = quiet_logs()
+    try:
+        cluster = build_cluster(scenario)
+        for t in scenario.topics:
+            cluster.create_topic(t.name, t.partitions, t.replication_factor, configs=t.configs)
+        cluster.crash(3)
+        t0 = time.perf_counter()
+        cluster.restart(3)
+        return time.perf_counter() - t0
+    finally:
+        restore()
+
+
+def _loop_floor(events: int) -> float:
+    """Seconds for the bare EventLoop to run ``events`` no-op callbacks."""
+    loop = EventLoop(1)
+    noop = lambda: None  # noqa: E731
+    for k in range(events):
+        loop.call_at(loop.now + k // 100, noop)
+    t0 = time.perf_counter()
+    while loop.step():
+        pass
+    return time.perf_counter() - t0
+
+
+def measure(overrides: dict[str, Any]) -> dict[str, Any]:
+    scenario = sc.load(sc.default_scenario_path(), overrides)
+    summary, _, info = run_scenario(scenario)
+    setup = _setup_seconds(scenario)
+    wall = info["wall_seconds"]
+    return {
+        "partitions": scenario.total_partitions,
+        "sim_seconds": scenario.duration_s,
+        "wall_seconds": wall,
+        "setup_seconds": round(setup, 3),
+        "run_seconds": round(wall - setup, 3),
+        "speed_vs_real_time": info["speed_vs_real_time"],
+        "events": summary["events"],
+        "events_per_second": info["events_per_second"],
+        "acked_records": summary["acked_records"],
+        "produced_batches": summary["produced_batches"],
+        "lost_acked_records": summary["lost_acked_records"],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args(argv)
+    duration = 20 if args.quick else 60
+    sizes = [1000, 3000] if args.quick else [1000, 3000, 10000]
+    out: dict[str, Any] = {}
+
+    print(f"default scenario, {duration} simulated seconds", flush=True)
+    head = measure({"duration_s": duration})
+    out["default"] = head
+    idle = measure({"duration_s": duration, "workload.batches_per_second": 0.0})
+    out["peer_idle"] = idle
+    restart = _restart_seconds(sc.load(sc.default_scenario_path()))
+    floor = _loop_floor(head["events"])
+    out["restart_seconds"] = round(restart, 3)
+    out["peer_loop_floor_seconds"] = round(floor, 3)
+    print(f"  wall {head['wall_seconds']:.2f} s = {head['speed_vs_real_time']:.2f}x real time "
+          f"(target >= 10x); {head['events']:,} events, {head['events_per_second']:,.0f} events/s")
+    print(f"  setup (6 brokers, {head['partitions']:,} partitions x RF 3 logs) "
+          f"{head['setup_seconds']:.2f} s; simulated run {head['run_seconds']:.2f} s, of which "
+          f"one broker restart (log recovery of its 1,500 logs) ~{restart:.2f} s")
+    print(f"  traffic: {head['produced_batches']:,} batches, {head['acked_records']:,} acked "
+          f"records, {head['lost_acked_records']} lost")
+    print(f"  peer, no producer: wall {idle['wall_seconds']:.2f} s (setup "
+          f"{idle['setup_seconds']:.2f} s, idle run {idle['run_seconds']:.2f} s, "
+          f"{idle['events']:,} events)")
+    print(f"  peer, bare event loop with {head['events']:,} no-op events: {floor:.3f} s "
+          f"({head['events'] / floor:,.0f} events/s)")
+
+    print(f"\nscaling with partitions ({duration} simulated seconds, same per-partition rate)")
+    print(f"  {'partitions':>10} {'wall s':>8} {'setup s':>8} {'run s':>8} {'x real':>7} "
+          f"{'events':>9} {'events/s':>9} {'wall vs 1k':>10}")
+    rows = []
+    for n in sizes:
+        r = head if n == head["partitions"] else measure({"duration_s": duration,
+                                                         "topics.0.partitions": n})
+        rows.append(r)
+        base = rows[0]["wall_seconds"]
+        print(f"  {n:>10,} {r['wall_seconds']:>8.2f} {r['setup_seconds']:>8.2f} "
+              f"{r['run_seconds']:>8.2f} {r['speed_vs_real_time']:>7.2f} {r['events']:>9,} "
+              f"{r['events_per_second']:>9,.0f} {r['wall_seconds'] / base:>9.2f}x", flush=True)
+    out["scaling"] = rows
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(out, fh, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

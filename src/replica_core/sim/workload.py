@@ -1,0 +1,420 @@
+"""Clients of a simulated cluster: producers at a seeded Poisson rate per partition, with Kafka's
+producer behaviour on errors (metadata refresh on NOT_LEADER_OR_FOLLOWER and timeouts, retries
+after ``retry.backoff.ms`` until ``delivery.timeout.ms``), and an optional consumer of committed
+data.
+
+Every acknowledged batch goes to the invariant checker's ledger as (partition, offset range,
+digest of its records, acks, ISR size at the time), which is how durability is checked.
+Record values are unique per (partition, batch, record), so a digest identifies one batch.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from replica_core.errors import Errors
+from replica_core.records import build_batch
+from replica_core.records import kernels as _batch_kernels
+from replica_core.replication.messages import (
+    ISOLATION_READ_UNCOMMITTED,
+    FetchPartition,
+    FetchRequest,
+    TopicPartition,
+)
+from replica_core.sim.broker import ConsumerFetch, ProduceRequest, is_failure
+from replica_core.sim.invariants import records_digest
+from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
+
+if TYPE_CHECKING:
+    from replica_core.sim.cluster import Cluster, ProduceHandle
+
+_BASE_TS = struct.Struct(">q")
+RETRIABLE = frozenset({
+    Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
+    Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    Errors.REQUEST_TIMED_OUT, Errors.NETWORK_EXCEPTION, Errors.KAFKA_STORAGE_ERROR,
+    Errors.FENCED_LEADER_EPOCH, Errors.UNKNOWN_LEADER_EPOCH})
+REFRESH_METADATA = frozenset({
+    Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
+    Errors.NETWORK_EXCEPTION, Errors.REQUEST_TIMED_OUT, Errors.FENCED_LEADER_EPOCH,
+    Errors.UNKNOWN_LEADER_EPOCH, Errors.KAFKA_STORAGE_ERROR})
+
+
+class _Batch:
+    __slots__ = ("handle", "pid", "records", "digest", "acks", "timeout_ms", "retries",
+                 "on_done")
+
+    def __init__(self, handle: ProduceHandle, pid: int, records: bytes, acks: int,
+                 timeout_ms: int, retries: int | None, on_done: Any) -> None:
+        self.handle = handle
+        self.pid = pid
+        self.records = records
+        self.digest = records_digest(records)
+        self.acks = acks
+        self.timeout_ms = timeout_ms
+        self.retries = retries
+        self.on_done = on_done
+
+
+class Producer:
+    """One producer client (network node ``client_id``).
+
+    ``metadata="network"`` asks the controller node over the network (refreshed on errors);
+    ``"controller"`` reads the controller's current view directly (scripted scenarios, where
+    each step should hit the leader of the moment).
+    """
+
+    def __init__(self, cluster: Cluster, client_id: int, *, metadata: str = "network",
+                 request_timeout_ms: int | None = None, retry_backoff_ms: int | None = None,
+                 delivery_timeout_ms: int | None = None) -> None:
+        self.cluster = cluster
+        self.loop = cluster.loop
+        self.network = cluster.network
+        self.client_id = client_id
+        self.metadata = metadata
+        self.request_timeout_ms = request_timeout_ms or cluster.request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms or cluster.retry_backoff_ms
+        self.delivery_timeout_ms = delivery_timeout_ms or cluster.delivery_timeout_ms
+        self.retry_backoff_max_ms = cluster.retry_backoff_max_ms
+        self.rng = cluster.loop.spawn_rng()
+        self.leaders: np.ndarray | None = None
+        self._metadata_in_flight = False
+        self.sent_batches = 0
+        self.acked_batches = 0
+        self.failed_batches = 0
+        self.failed_records = 0
+        self.acked_records = 0
+        self.retries = 0
+        self.latencies_ms: list[int] = []
+        self.errors: dict[str, int] = {}
+
+    # ---- metadata ------------------------------------------------------------------------------
+    def _leader(self, pid: int, tp: TopicPartition) -> int:
+        if self.metadata == "controller":
+            return self.cluster.leader_and_isr(tp)[0]
+        if self.leaders is None or pid >= len(self.leaders):
+            self.refresh_metadata()
+            return -1
+        return int(self.leaders[pid])
+
+    def refresh_metadata(self) -> None:
+        """Ask the controller for the leaders (one request at a time)."""
+        if self.metadata == "controller" or self._metadata_in_flight:
+            return
+        from replica_core.sim.broker import CONTROLLER_NODE
+        from replica_core.sim.cluster import MetadataRequest
+
+        self._metadata_in_flight = True
+
+        def on_answer(answer: Any) -> None:
+            self._metadata_in_flight = False
+            if not is_failure(answer):
+                self.leaders = answer.leaders
+
+        self.network.request(self.client_id, CONTROLLER_NODE, MetadataRequest(), 32, on_answer,
+                             timeout_ms=self.request_timeout_ms)
+
+    # ---- sending -------------------------------------------------------------------------------
+    def produce(self, tp: TopicPartition, values: Sequence[bytes], *, acks: int = -1,
+                keys: Sequence[bytes | None] | None = None, retries: int | None = 0,
+                timeout_ms: int | None = None, on_done: Any = None) -> ProduceHandle:
+        """Send one batch of ``values``; ``retries=None`` retries until the delivery timeout."""
+        records = build_batch(list(values), keys=keys, now_ms=self.loop.now)
+        return self.send(tp, records, len(values), acks=acks, retries=retries,
+                         timeout_ms=timeout_ms, on_done=on_done)
+
+    def send(self, tp: TopicPartition, records: bytes, count: int, *, acks: int,
+             retries: int | None, timeout_ms: int | None = None, on_done: Any = None
+             ) -> ProduceHandle:
+        from replica_core.sim.cluster import ProduceHandle
+
+        pid = self.cluster.tp_ids[tp]
+        handle = ProduceHandle(tp, count, acks, self.loop.now)
+        batch = _Batch(handle, pid, records, acks, timeout_ms or self.request_timeout_ms,
+                       retries, on_done)
+        self.sent_batches += 1
+        self._attempt(batch)
+        return handle
+
+    def _attempt(self, batch: _Batch) -> None:
+        handle = batch.handle
+        handle.attempts += 1
+        leader = self._leader(batch.pid, handle.tp)
+        if leader < 0 or leader not in self.cluster.brokers:
+            self._retry_or_fail(batch, Errors.LEADER_NOT_AVAILABLE)
+            return
+        msg = ProduceRequest(handle.tp, batch.records, batch.acks, batch.timeout_ms)
+        size = 64 + len(batch.records)
+        if batch.acks == 0:
+            self.cluster.send_one_way(self.client_id, leader, msg, size)
+            self._complete(batch, None, -1, 0)
+            return
+        self.network.request(self.client_id, leader, msg, size,
+                             lambda answer: self._on_answer(batch, answer),
+                             timeout_ms=self.request_timeout_ms)
+
+    def _on_answer(self, batch: _Batch, answer: Any) -> None:
+        if is_failure(answer):
+            self._retry_or_fail(batch, Errors.NETWORK_EXCEPTION if not hasattr(answer, "args")
+                                else Errors.REQUEST_TIMED_OUT)
+            return
+        if answer.error_code == Errors.NONE:
+            self._complete(batch, None, answer.base_offset, answer.isr_size)
+        else:
+            self._retry_or_fail(batch, Errors(answer.error_code))
+
+    def _retry_or_fail(self, batch: _Batch, error: Errors) -> None:
+        self.errors[error.name] = self.errors.get(error.name, 0) + 1
+        if error in REFRESH_METADATA or error == Errors.LEADER_NOT_AVAILABLE:
+            self.refresh_metadata()
+        handle = batch.handle
+        retries_left = batch.retries is None or handle.attempts <= batch.retries
+        deadline = handle.sent_ms + self.delivery_timeout_ms
+        # exponential backoff with ±20 % jitter (KIP-580: retry.backoff.ms .. retry.backoff.max.ms)
+        backoff = min(self.retry_backoff_ms * 2 ** min(handle.attempts - 1, 20),
+                      max(self.retry_backoff_ms, self.retry_backoff_max_ms))
+        backoff = int(backoff * (0.8 + 0.4 * float(self.rng.random())))
+        if (error in RETRIABLE or error == Errors.LEADER_NOT_AVAILABLE) and retries_left \
+                and self.loop.now + backoff < deadline:
+            self.retries += 1
+            self.loop.call_later(backoff, self._attempt, batch)
+            return
+        self._complete(batch, error, -1, 0)
+
+    def _complete(self, batch: _Batch, error: Errors | None, base_offset: int,
+                  isr_size: int) -> None:
+        handle = batch.handle
+        now = self.loop.now
+        handle.done = True
+        handle.error = error
+        handle.base_offset = base_offset
+        if error is None:
+            handle.acked_ms = now
+            if batch.acks != 0:
+                self.acked_batches += 1
+                self.acked_records += handle.count
+                self.latencies_ms.append(now - handle.sent_ms)
+                self.cluster.checker.ledger.record(
+                    batch.pid, base_offset, handle.count, batch.digest, acks=batch.acks,
+                    isr_size=isr_size, ack_ms=now)
+        else:
+            self.failed_batches += 1
+            self.failed_records += handle.count
+        batch.records = b""
+        if batch.on_done is not None:
+            batch.on_done(handle)
+
+
+class Workload:
+    """Producers on every partition of ``topics`` at ``batches_per_second`` each (one merged
+    Poisson process), optionally a consumer reading committed data.
+
+    Spec keys (the scenario's ``[workload]`` table): ``batches_per_second``,
+    ``records_per_batch``, ``record_bytes``, ``acks``, ``keys`` (distinct keys, 0 = null keys),
+    ``consumers`` (bool), ``consumer_poll_ms``.
+    """
+
+    KEYS = WORKLOAD_KEYS
+
+    def __init__(self, cluster: Cluster, spec: Mapping[str, Any], *,
+                 topics: Sequence[str] | None = None, client_id: int = 1000) -> None:
+        unknown = set(spec) - self.KEYS
+        if unknown:
+            from replica_core.errors import InvalidConfigurationError
+
+            raise InvalidConfigurationError(f"unknown workload keys: {sorted(unknown)}")
+        self.cluster = cluster
+        self.loop = cluster.loop
+        self.rng = cluster.loop.spawn_rng()
+        self.rate = float(spec.get("batches_per_second", 1.0))
+        self.records_per_batch = max(1, int(spec.get("records_per_batch", 10)))
+        self.record_bytes = max(1, int(spec.get("record_bytes", 100)))
+        self.acks = parse_acks(spec.get("acks", "all"))
+        self.n_keys = int(spec.get("keys", 0))
+        wanted = None if topics is None else set(topics)
+        self.tps = [tp for tp in cluster.tps if wanted is None or tp.topic in wanted]
+        self.pids = np.array([cluster.tp_ids[tp] for tp in self.tps], dtype=np.int64)
+        self.producer = Producer(cluster, client_id)
+        cluster.client_ids.append(client_id)
+        self.seq = np.zeros(len(cluster.tps), dtype=np.int64)
+        self.consumer: Consumer | None = None
+        if spec.get("consumers", False):
+            self.consumer = Consumer(cluster, client_id + 1, self.tps,
+                                     poll_ms=int(spec.get("consumer_poll_ms", 1000)))
+        self._until = 0
+        self._gaps: np.ndarray = np.zeros(0)
+        self._picks: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._k = 0
+        self._due = 0.0
+        self._pad = b"." * self.record_bytes
+        self._template: bytes | None = None
+        self._value_pos: list[int] = []
+        self._key_pos: list[int] = []
+        self._attributes = 0
+        self._make_template()
+
+    @property
+    def total_rate(self) -> float:
+        """Batches per simulated second over all partitions."""
+        return self.rate * len(self.tps)
+
+    def start(self, until_ms: int) -> None:
+        """Produce from now until ``until_ms``."""
+        self._until = until_ms
+        self._due = float(self.loop.now)
+        self.producer.refresh_metadata()
+        if self.total_rate > 0 and self.tps:
+            self._schedule()
+        if self.consumer is not None:
+            self.consumer.start(until_ms)
+
+    def _schedule(self) -> None:
+        if self._k >= len(self._gaps):
+            # draw arrivals in blocks: one generator call per 1024 batches
+            self._gaps = self.rng.exponential(1000.0 / self.total_rate, 1024)
+            self._picks = self.rng.integers(0, len(self.tps), 1024)
+            self._k = 0
+        gap = self._gaps[self._k]
+        self._due += gap
+        at = int(self._due)
+        if at >= self._until:
+            return
+        self.loop.call_at(at, self._arrival)
+
+    def _arrival(self) -> None:
+        k = self._k
+        self._k += 1
+        i = int(self._picks[k])
+        tp = self.tps[i]
+        pid = int(self.pids[i])
+        seq = int(self.seq[pid])
+        self.seq[pid] = seq + 1
+        records = self._batch(pid, seq)
+        self.producer.send(tp, records, self.records_per_batch, acks=self.acks, retries=None)
+        self._schedule()
+
+    def _batch(self, pid: int, seq: int) -> bytes:
+        """A batch whose records carry ``pid:seq:record`` (so its digest is unique): a
+        template with the ids patched in and the header re-stamped (new CRC) — what
+        ``build_batch`` would produce, without encoding every record again."""
+        n = self.records_per_batch
+        now = self.loop.now
+        if self._template is None:
+            values = [(b"%d:%d:%d|" % (pid, seq, r) + self._pad)[:max(self.record_bytes, 24)]
+                      for r in range(n)]
+            keys = None
+            if self.n_keys > 0:
+                keys = [b"key-%08d" % ((seq * n + r) % self.n_keys) for r in range(n)]
+            return build_batch(values, keys=keys, now_ms=now)
+        buf = bytearray(self._template)
+        for r, pos in enumerate(self._value_pos):
+            buf[pos:pos + 24] = b"%08d:%09d:%04d|" % (pid % 10**8, seq % 10**9, r % 10**4)
+        if self.n_keys > 0:
+            for r, pos in enumerate(self._key_pos):
+                buf[pos + 4:pos + 12] = b"%08d" % ((seq * n + r) % self.n_keys)
+        _BASE_TS.pack_into(buf, 27, now)
+        _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, now)
+        return bytes(buf)
+
+    def _make_template(self) -> None:
+        """The template batch (only when every value has room for the 24-byte id)."""
+        self._template = None
+        n = self.records_per_batch
+        if self.record_bytes < 24:
+            return
+        values = [self._pad[: self.record_bytes]] * n
+        keys = [b"key-%08d" % 0] * n if self.n_keys > 0 else None
+        template = build_batch(values, keys=keys, now_ms=0)
+        cols = _batch_kernels.decode_records(template, 61, len(template), n, 0, 0)
+        self._value_pos = [int(v) for v in cols[:, 4]]
+        self._key_pos = [int(v) for v in cols[:, 2]]
+        self._attributes = int.from_bytes(template[21:23], "big")
+        self._template = template
+
+    def stats(self) -> dict[str, Any]:
+        p = self.producer
+        out = {
+            "produced_batches": p.sent_batches,
+            "produced_records": p.sent_batches * self.records_per_batch,
+            "acked_batches": p.acked_batches,
+            "failed_batches": p.failed_batches,
+            "failed_records": p.failed_records,
+            "producer_retries": p.retries,
+            "producer_errors": dict(sorted(p.errors.items())),
+        }
+        if self.consumer is not None:
+            out.update(self.consumer.stats())
+        return out
+
+
+class Consumer:
+    """Reads committed data (up to the HW) from every partition's leader every ``poll_ms``,
+    one fetch per leader, and counts the records it consumed and batches failing their CRC."""
+
+    def __init__(self, cluster: Cluster, client_id: int, tps: Sequence[TopicPartition], *,
+                 poll_ms: int = 1000) -> None:
+        self.cluster = cluster
+        self.loop = cluster.loop
+        self.client_id = client_id
+        self.tps = list(tps)
+        self.poll_ms = poll_ms
+        self.positions = dict.fromkeys(self.tps, 0)
+        self.consumed_records = 0
+        self.corrupt_batches = 0
+        self.fetches = 0
+        self._until = 0
+        self._in_flight: set[int] = set()
+        cluster.client_ids.append(client_id)
+
+    def start(self, until_ms: int) -> None:
+        self._until = until_ms
+        self.loop.call_later(self.poll_ms, self._poll)
+
+    def _poll(self) -> None:
+        if self.loop.now >= self._until:
+            return
+        by_leader: dict[int, list[FetchPartition]] = {}
+        for tp in self.tps:
+            leader = self.cluster.leader_and_isr(tp)[0]
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append(
+                    FetchPartition(tp, self.positions[tp], 1 << 20))
+        for leader, parts in sorted(by_leader.items()):
+            if leader in self._in_flight:
+                continue
+            self._in_flight.add(leader)
+            req = FetchRequest(-1, 0, 1, 50 << 20, tuple(parts),
+                               isolation_level=ISOLATION_READ_UNCOMMITTED)
+            self.fetches += 1
+            self.cluster.network.request(
+                self.client_id, leader, ConsumerFetch(req), 64 + 24 * len(parts),
+                lambda answer, b=leader: self._on_answer(b, answer), timeout_ms=30_000)
+        self.loop.call_later(self.poll_ms, self._poll)
+
+    def _on_answer(self, leader: int, answer: Any) -> None:
+        self._in_flight.discard(leader)
+        if is_failure(answer) or answer is None:
+            return
+        from replica_core.records import scan
+
+        for pd in answer.partitions:
+            if pd.error_code != Errors.NONE or not len(pd.records):
+                continue
+            headers = scan(pd.records, check_crc=True).headers
+            if not len(headers):
+                continue
+            self.corrupt_batches += int((headers[:, 14] != 1).sum())
+            last = int(headers[-1, 2] + headers[-1, 3])
+            start = self.positions.get(pd.tp, 0)
+            self.consumed_records += max(0, last + 1 - start)
+            self.positions[pd.tp] = last + 1
+
+    def stats(self) -> dict[str, Any]:
+        return {"consumed_records": self.consumed_records, "consumer_fetches": self.fetches,
+                "consumed_corrupt_batches": self.corrupt_batches}
+
+
+__all__ = ["Consumer", "Producer", "Workload"]

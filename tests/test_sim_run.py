@@ -1,0 +1,179 @@
+"""Scenario runs: determinism of summary.json, the default scenario (shrunk), random faults,
+the workload's batches, the example files and the ``simulate`` command line."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from replica_core.errors import InvalidConfigurationError
+from replica_core.records import iter_batches, scan
+from replica_core.sim import scenario as sc
+from replica_core.sim.cluster import Cluster
+from replica_core.sim.faults import plan_random, validate_rates
+from replica_core.sim.invariants import records_digest
+from replica_core.sim.report import dumps_canonical
+from replica_core.sim.run import SUMMARY_KEYS, run_scenario, write_outputs
+from replica_core.sim.workload import Workload
+
+SMALL = {
+    "topics.0.partitions": 60, "duration_s": 10, "faults.0.at_s": 3, "faults.1.at_s": 7,
+    "broker.session.timeout.ms": 2000, "workload.batches_per_second": 2.0,
+}
+
+
+def small(**more):
+    return sc.load(sc.default_scenario_path(), {**SMALL, **more})
+
+
+def test_small_default_run_loses_nothing_and_has_every_summary_key():
+    summary, series, info = run_scenario(small())
+    assert set(SUMMARY_KEYS) <= set(summary)
+    assert summary["acked_records"] > 0 and summary["lost_acked_records"] == 0
+    assert summary["diverged_partitions"] == 0 and summary["failed_batches"] == 0
+    assert summary["crashes"] == 1 and summary["restarts"] == 1
+    assert summary["leader_elections"] > 0 and summary["unclean_elections"] == 0
+    assert summary["isr_expands"] > 0  # broker 3 rejoined after its restart
+    for key in ("produce_latency_ms", "replication_lag_records"):
+        assert set(summary[key]) >= {"p50", "p99", "max"}
+    assert summary["sim_seconds"] == 10 and summary["seed"] == 42
+    assert len(series["t"]) == 11 and series["t"][-1] == 10.0
+    assert {"wall_seconds", "events_per_second", "speed_vs_real_time"} <= set(info)
+    assert "wall" not in json.dumps(summary)
+
+
+def test_same_seed_same_bytes_different_seed_different():
+    a = dumps_canonical(run_scenario(small())[0])
+    b = dumps_canonical(run_scenario(small())[0])
+    c = dumps_canonical(run_scenario(small(seed=43))[0])
+    assert a == b
+    assert a != c
+
+
+def test_random_faults_are_drawn_from_the_seed():
+    rates = {"crashes_per_broker_hour": 200, "power_failure_fraction": 0.5,
+             "isolations_per_broker_hour": 100, "partitions_per_hour": 100,
+             "slowdowns_per_broker_hour": 100, "controller_drops_per_hour": 100}
+    a = plan_random(rates, [1, 2, 3], 60_000, np.random.default_rng(1))
+    b = plan_random(rates, [1, 2, 3], 60_000, np.random.default_rng(1))
+    c = plan_random(rates, [1, 2, 3], 60_000, np.random.default_rng(2))
+    assert a == b and a != c
+    kinds = {p.kind for p in a}
+    assert {"crash", "restart", "isolate", "unisolate"} <= kinds
+    with pytest.raises(InvalidConfigurationError):
+        validate_rates({"crashes_per_minute": 1})
+    with pytest.raises(InvalidConfigurationError):
+        validate_rates({"power_failure_fraction": 2})
+
+
+def test_run_with_random_faults_keeps_every_acknowledged_record():
+    s = small(**{"fault_rates.crashes_per_broker_hour": 360.0, "fault_rates.mean_downtime_s": 2.0,
+                 "fault_rates.isolations_per_broker_hour": 180.0,
+                 "fault_rates.mean_isolation_s": 3.0, "fault_rates.power_failure_fraction": 0.3})
+    summary, _, _ = run_scenario(s)
+    assert summary["faults_injected"] > 2
+    causes = summary["lost_acked_records_by_cause"]
+    assert causes["unexplained"] == 0 and causes["high_watermark_truncation"] == 0
+
+
+def test_consumer_reads_committed_data():
+    summary, _, _ = run_scenario(small(**{"workload.consumers": True,
+                                         "workload.consumer_poll_ms": 500}))
+    assert summary["consumed_records"] > 0 and summary["consumed_corrupt_batches"] == 0
+    assert summary["consumed_records"] <= summary["acked_records"]
+
+
+def test_workload_batches_are_valid_and_unique():
+    c = Cluster(3, seed=1)
+    c.create_topic("t", 4, 3)
+    w = Workload(c, {"records_per_batch": 3, "record_bytes": 40, "keys": 7, "acks": "all"})
+    a, b = w._batch(1, 5), w._batch(1, 6)
+    for buf in (a, b):
+        assert scan(buf, check_crc=True).headers[0, 14] == 1
+    batch = next(iter(iter_batches(a)))
+    recs = list(batch)
+    assert [bytes(r.value)[:24] for r in recs][0] == b"00000001:000000005:0000|"
+    assert recs[0].key.startswith(b"key-") and len(recs) == 3
+    assert records_digest(a) != records_digest(b)
+
+
+def test_examples_load_and_validate():
+    names = sorted(p.stem for p in sc.examples_dir().glob("*.toml"))
+    assert {"default", "kip101-scenario1", "kip101-scenario2", "kip279", "rolling-restart",
+            "slow-follower-isr-flapping"} <= set(names)
+    for name in names:
+        s = sc.load(sc.examples_dir() / f"{name}.toml")
+        assert s.topics and s.duration_s > 0
+    with pytest.raises(InvalidConfigurationError):
+        sc.load(sc.default_scenario_path(), {"workload.burst": 1})
+
+
+@pytest.mark.parametrize("name,overrides", [
+    ("slow-follower-isr-flapping", {"duration_s": 40, "topics.0.partitions": 30,
+                                    "faults.1.at_s": 35}),
+    ("rolling-restart", {"duration_s": 50, "topics.0.partitions": 60,
+                         "workload.batches_per_second": 0.5}),
+])
+def test_examples_shrunk(name, overrides):
+    summary, _, _ = run_scenario(sc.load(sc.examples_dir() / f"{name}.toml", overrides))
+    assert summary["lost_acked_records"] == 0 and summary["diverged_partitions"] == 0
+    assert summary["isr_shrinks"] + summary["isr_expands"] > 0
+    if name == "rolling-restart":
+        assert summary["offline_partition_seconds"] == 0
+        assert summary["under_min_isr_partition_seconds"] == 0
+
+
+def test_write_outputs(tmp_path):
+    summary, series, info = run_scenario(small(duration_s=3, **{"faults.0.at_s": 1,
+                                                                 "faults.1.at_s": 2}))
+    paths = write_outputs(tmp_path / "o", summary, series, info)
+    page = paths["report"].read_text()
+    assert page.count("<svg") == 5 and "crash broker 3" in page
+    assert json.loads(paths["summary"].read_text())["seed"] == 42
+
+
+def test_simulate_command_end_to_end(tmp_path):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "replica_core.cli", "simulate", "--seed", "5",
+           "--set", "topics.0.partitions=30", "--set", "duration_s=4",
+           "--set", "faults.0.at_s=1", "--set", "faults.1.at_s=3",
+           "--set", "replica.lag.time.max.ms=5000", "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "lost acked records" in done.stdout and "100%" in done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seed"] == 5 and summary["partitions"] == 30
+    assert json.loads((out / "run.json").read_text())["wall_seconds"] > 0
+    assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
+    # another process with another string-hash seed writes the same bytes
+    again = tmp_path / "again"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}
+    done = subprocess.run(cmd[:-1] + [str(again), "-q"], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (again / "summary.json").read_bytes() == (out / "summary.json").read_bytes()
+    bad = subprocess.run(cmd[:4] + ["--set", "nonsense=1"], capture_output=True, text=True,
+                         timeout=60)
+    assert bad.returncode == 2 and "nonsense" in bad.stderr
+
+
+@pytest.mark.slow
+def test_default_scenario_full_size():
+    summary, _, info = run_scenario(sc.load(sc.default_scenario_path()))
+    assert summary["partitions"] >= 3000 and summary["sim_seconds"] == 60
+    assert summary["lost_acked_records"] == 0 and summary["diverged_partitions"] == 0
+    assert summary["offline_partition_seconds"] == 0
+    assert summary["leader_elections"] >= 400 and summary["isr_expands"] >= 1000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["rolling-restart", "slow-follower-isr-flapping"])
+def test_examples_full_size(name):
+    summary, _, _ = run_scenario(sc.load(sc.examples_dir() / f"{name}.toml"))
+    assert summary["lost_acked_records"] == 0 and summary["diverged_partitions"] == 0
+    if name == "slow-follower-isr-flapping":
+        assert summary["isr_shrinks"] > 50 and summary["isr_expands"] > 50
+    else:
+        assert summary["under_min_isr_partition_seconds"] == 0
