@@ -131,6 +131,24 @@ def _cmd_dump_log(argv: list[str]) -> int:
     return dump_main(argv)
 
 
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from replica_core.errors import InvalidConfigurationError
+    from replica_core.spark import run_sweep
+    from replica_core.sweep import load_grid
+
+    try:
+        grid = load_grid(args.grid)
+    except (InvalidConfigurationError, OSError) as exc:
+        print(f"replica-core sweep: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out or Path("out") / f"sweep-{Path(args.grid).stem}")
+    print(f"{len(grid.rows())} runs: {grid.n_configs} configurations x {grid.seeds} seeds "
+          f"-> {out}", file=sys.stderr)
+    run_sweep(grid, master=args.master, out_dir=out, slices=args.slices)
+    print((out / "summary.md").read_text())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="replica-core",
@@ -168,6 +186,19 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--out", metavar="DIR", help="output directory (default ./out/<name>)")
     simulate.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     simulate.set_defaults(func=_cmd_simulate)
+
+    sweep = sub.add_parser(
+        "sweep",
+        help="run a grid of configurations x seeds on Spark (local[*] unless --master)",
+        description="Simulate every configuration of GRID.toml for each seed inside Spark "
+        "mapPartitions; write results.parquet, summary.md, summary.json and tradeoff.svg.",
+    )
+    sweep.add_argument("grid", metavar="GRID.toml")
+    sweep.add_argument("--master", default=None,
+                       help="Spark master URL (default: local[*], or spark-submit's)")
+    sweep.add_argument("--out", default=None, help="output directory (default ./out/sweep-NAME)")
+    sweep.add_argument("--slices", type=int, default=None, help="Spark partitions for the rows")
+    sweep.set_defaults(func=_cmd_sweep)
 
     sub.add_parser(
         "dump-log",
