@@ -292,9 +292,9 @@ class ReplicaManager:
         for partition, state in items:
             errors[partition.tp] = Errors.NONE
             try:
-                if live_leaders and state.leader not in live_leaders:
-                    # Leader not available: only make sure the log exists so its HW is
-                    # checkpointed (KAFKA-1647).
+                if state.leader < 0 or (live_leaders and state.leader not in live_leaders):
+                    # No leader, or leader not available: only make sure the log exists so its
+                    # HW is checkpointed (KAFKA-1647); never start a fetcher towards it.
                     partition._ensure_log(state)
                     continue
                 if partition.make_follower(state):
