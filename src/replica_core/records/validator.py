@@ -112,7 +112,7 @@ class LogAppendInfo:
         return self.last_offset - self.first_offset + 1
 
 
-@dataclass
+@dataclass(slots=True)
 class ValidationResult:
     """The leader's validated records and where their offsets and timestamps ended up.
 
@@ -356,6 +356,26 @@ def validate_and_assign_offsets(
     producer-set LogAppendTime) raise ``RecordValidationError`` wrapping
     ``InvalidTimestampError`` if any timestamp failed, else ``InvalidRecordError``.
     """
+    if origin in ("client", "coordinator") and timestamp_type in ("create", "CreateTime",
+                                                                  "log_append", "LogAppendTime"):
+        # The common case in one fused kernel call; anything else (or any error) falls through
+        # to the general path below, which raises the exact error.
+        target_codec = fast_target_codec(target_compression)
+        if target_codec is not None:
+            log_append = timestamp_type in ("log_append", "LogAppendTime")
+            # Bad argument types make the kernel raise, and _run_fast falls back.
+            res = _run_fast(
+                buffer, next_offset, leader_epoch, now_ms,
+                max_timestamp_difference_ms if timestamp_before_max_ms is None
+                else timestamp_before_max_ms,
+                max_timestamp_difference_ms if timestamp_after_max_ms is None
+                else timestamp_after_max_ms,
+                log_append, compacted, origin == "client", False, max_message_bytes,
+                target_codec)
+            if res is not None:
+                last = res[2]
+                return ValidationResult(res[1], int(next_offset), last, res[3], last,
+                                        now_ms if log_append else NO_TIMESTAMP, False, res[4])
     _check_origin(origin)
     before = max_timestamp_difference_ms if timestamp_before_max_ms is None \
         else timestamp_before_max_ms
