@@ -34,6 +34,10 @@ def timed_sweep(master: str, g, slices: int) -> tuple[float, float, float, list]
     t2 = time.perf_counter()
     sc.parallelize(range(64), 64).map(lambda x: x).count()
     per_task = (time.perf_counter() - t2) / 64
+    # Warm every Python worker (imports, kernel modules) so the sweep measures simulation only.
+    cores = sc.defaultParallelism
+    sc.parallelize(range(cores * 4), cores * 4).map(
+        lambda _: __import__("replica_core.sim.run").__name__).count()
     t3 = time.perf_counter()
     rows = rc_spark.run_sweep(g, spark=session, slices=slices)
     sweep_s = time.perf_counter() - t3
