@@ -8,8 +8,11 @@ ratios mean anything). The ratio table is printed at the end.
 * ``append-16KiB``: ``Log.append_as_leader`` of 512 uncompressed 16 KiB batches (validation,
   offset assignment, epoch stamping and CRC, index upkeep, all on FileMedium) into a fresh log
   whose leader epoch was recorded at election, vs ``os.write`` of the same 512 chunks into a
-  fresh file. Target: ours >= 40 % of os.write. ``segment_append`` is the storage share alone
-  (``LogSegment.append`` of the already validated batches, sparse index included).
+  fresh file. Target: ours >= 40 % of os.write. These batches take the fused leader-append
+  kernel (one call per append); ``append_general`` is the same appends through the general
+  path (analyze_and_validate + validate_and_assign_offsets), for comparison.
+  ``segment_append`` is the storage share alone (``LogSegment.append`` of the already validated
+  batches, sparse index included).
 * ``recovery-<shape>``: the recovery scan (``scan``: the batch kernel's framing + CRC-32C of
   every batch, as ``LogSegment.recover`` runs it) vs the ``crc32c`` package over the same 32 MiB
   in memory (target >= 50 %). ``recover`` is the whole ``LogSegment.recover()`` on the file
@@ -64,6 +67,7 @@ def _print_ratios() -> None:
           "throughput; 'min' = the same from the fastest rounds, least disturbed by other load)")
     for group, ours, peer, target in (
         ("append-16KiB", "append_as_leader", "os_write", 0.40),
+        ("append-16KiB", "append_general", "os_write", None),
         ("append-16KiB", "segment_append", "os_write", 0.40),
         ("recovery-16KiB", "scan", "crc32c", 0.50),
         ("recovery-16KiB", "recover", "crc32c", None),
@@ -121,6 +125,30 @@ def test_append_ours(benchmark, batches_16k, tmp_path_factory):
     benchmark.group = "append-16KiB"
     benchmark.pedantic(run, setup=setup, rounds=15, iterations=1, warmup_rounds=1)
     _record(benchmark, "append-16KiB", "append_as_leader", sum(map(len, batches_16k)))
+
+
+def test_append_general_path(benchmark, batches_16k, tmp_path_factory, monkeypatch):
+    """The same appends with the fused path switched off (the kernel always declines)."""
+    from replica_core.records import validator
+
+    monkeypatch.setattr(validator, "_leader_append_fast", lambda *a: (2,) + (None,) * 8)
+    counter = iter(range(10**6))
+
+    def setup():
+        d = tmp_path_factory.mktemp("append-general") / f"t-{next(counter)}"
+        log = Log.open(str(d), LogConfig(), medium=FileMedium(), clock=ManualClock(T0))
+        log.maybe_assign_epoch_start_offset(1, 0)
+        return (log,), {}
+
+    def run(log):
+        append = log.append_as_leader
+        for b in batches_16k:
+            append(b, 1)
+        log.close()
+
+    benchmark.group = "append-16KiB"
+    benchmark.pedantic(run, setup=setup, rounds=15, iterations=1, warmup_rounds=1)
+    _record(benchmark, "append-16KiB", "append_general")
 
 
 def test_append_segment_only(benchmark, batches_16k, tmp_path_factory):

@@ -13,8 +13,11 @@ group of a single run (``benchmarks/report.py`` prints them). Contenders:
   analyze step (measured by ``ours_scan_validate``).
 * ``ours_validate_assign_copy`` - the same, copying the bytes into a fresh bytearray each time.
 * ``ours_append_path`` - scan with CRC + check + stamp: the whole leader append cost (2 CRCs).
+* ``ours_leader_append_fast`` - the fused kernel ``leader_append_fast`` per batch, as the log
+  calls it: framing, CRC-32C check, batch and record rules, offsets, epoch, max timestamp and a
+  stamped copy in one call (lz4: the records decompressed with cramjam and passed in).
 * ``records_validate_and_assign`` - ``replica_core.records.validate_and_assign_offsets`` per
-  batch (skipped until that package exists).
+  batch (the fused kernel for these batches, with its Python glue and result object).
 * ``aiokafka_c`` / ``kafka_python`` - construct the batch, ``validate_crc()``, iterate every record.
 """
 from __future__ import annotations
@@ -139,6 +142,29 @@ def test_ours_append_path(benchmark, workload):
                                1000)
 
     _run(benchmark, workload, append, 1000 + workload.n_records)
+
+
+def test_ours_leader_append_fast(benchmark, workload):
+    fast = _batch.leader_append_fast
+    view = memoryview(workload.buf)
+    plan_ = [(view[pos:pos + size], attributes & 7)
+             for pos, size, _, _, attributes in workload.batches]
+
+    def run():
+        offset = 1000
+        for s, codec in plan_:
+            if codec:
+                area = cramjam.lz4.decompress(s[61:])
+                res = fast(s, offset, 7, NOW_MS, MAX, MAX, False, False, True, True, 1 << 30, -1,
+                           area)
+            else:
+                res = fast(s, offset, 7, NOW_MS, MAX, MAX, False, False, True, True, 1 << 30, -1)
+            if res[0] != _batch.FAST_OK:
+                raise ValueError(f"fast path declined: status {res[0]}")
+            offset = res[2] + 1
+        return offset
+
+    _run(benchmark, workload, run, 1000 + workload.n_records)
 
 
 def test_records_validate_and_assign(benchmark, workload):

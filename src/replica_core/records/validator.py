@@ -76,6 +76,9 @@ C = kernels
 _FAST_OK = kernels.FAST_OK
 _FAST_NEED_RECORDS = kernels.FAST_NEED_RECORDS
 _leader_append_fast = kernels.leader_append_fast
+# timestamp_type spellings timestamp_type_of() accepts, as they usually come (exact strings)
+_FAST_TIMESTAMP_TYPES = {"create": False, "CreateTime": False, "log_append": True,
+                         "LogAppendTime": True}
 # What a bad argument makes the kernel raise; the general path then raises its own error.
 _FAST_ARG_ERRORS = (OverflowError, TypeError, BufferError, ValueError)
 
@@ -356,47 +359,30 @@ def validate_and_assign_offsets(
     producer-set LogAppendTime) raise ``RecordValidationError`` wrapping
     ``InvalidTimestampError`` if any timestamp failed, else ``InvalidRecordError``.
     """
-    if origin in ("client", "coordinator") and timestamp_type in ("create", "CreateTime",
-                                                                  "log_append", "LogAppendTime"):
-        # The common case in one fused kernel call; anything else (or any error) falls through
-        # to the general path below, which raises the exact error.
-        target_codec = fast_target_codec(target_compression)
-        if target_codec is not None:
-            log_append = timestamp_type in ("log_append", "LogAppendTime")
-            # Bad argument types make the kernel raise, and _run_fast falls back.
-            res = _run_fast(
-                buffer, next_offset, leader_epoch, now_ms,
-                max_timestamp_difference_ms if timestamp_before_max_ms is None
-                else timestamp_before_max_ms,
-                max_timestamp_difference_ms if timestamp_after_max_ms is None
-                else timestamp_after_max_ms,
-                log_append, compacted, origin == "client", False, max_message_bytes,
-                target_codec)
-            if res is not None:
-                last = res[2]
-                return ValidationResult(res[1], int(next_offset), last, res[3], last,
-                                        now_ms if log_append else NO_TIMESTAMP, False, res[4])
-    _check_origin(origin)
     before = max_timestamp_difference_ms if timestamp_before_max_ms is None \
         else timestamp_before_max_ms
     after = max_timestamp_difference_ms if timestamp_after_max_ms is None \
         else timestamp_after_max_ms
+    # The common case in one fused kernel call. The kernel only accepts int64-sized integers,
+    # for which the conversions below cannot fail, so trying it before them changes no error:
+    # anything it declines (errors included) takes the general path, which raises them.
+    log_append = _FAST_TIMESTAMP_TYPES.get(timestamp_type) \
+        if type(timestamp_type) is str and type(origin) is str else None
+    if log_append is not None and origin in ORIGINS:
+        target = fast_target_codec(target_compression)
+        if target is not None:
+            res = _run_fast(buffer, next_offset, leader_epoch, now_ms, before, after, log_append,
+                            compacted, origin == "client", False, max_message_bytes, target)
+            if res is not None:
+                last, max_ts = res[2], res[3]
+                return ValidationResult(res[1], int(next_offset), last, max_ts, last,
+                                        max_ts if log_append else NO_TIMESTAMP, False, res[4])
+    _check_origin(origin)
     # the topic's values, converted in the order (and with the errors) of the general path
-    topic = (int(next_offset), int(leader_epoch), int(now_ms), timestamp_type_of(timestamp_type),
-             int(before), int(after), bool(compacted), origin == "client",
-             int(max_message_bytes))
-    target = fast_target_codec(target_compression)
-    if target is not None:
-        res = _run_fast(buffer, topic[0], topic[1], topic[2], topic[4], topic[5], topic[3],
-                        topic[6], topic[7], False, topic[8], target)
-        if res is not None:
-            last, max_ts, count = res[2], res[3], res[4]
-            return ValidationResult(
-                buffer=res[1], first_offset=topic[0], last_offset=last, max_timestamp=max_ts,
-                shallow_offset_of_max_timestamp=last,
-                log_append_time=max_ts if topic[3] else NO_TIMESTAMP,
-                message_size_maybe_changed=False, num_records=count)
-    return _validate_and_assign_general(buffer, _Topic(*topic), target_compression)
+    topic = _Topic(int(next_offset), int(leader_epoch), int(now_ms),
+                   timestamp_type_of(timestamp_type), int(before), int(after), bool(compacted),
+                   origin == "client", int(max_message_bytes))
+    return _validate_and_assign_general(buffer, topic, target_compression)
 
 
 def _validate_and_assign_general(buffer: Buffer, topic: _Topic,

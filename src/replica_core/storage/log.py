@@ -304,8 +304,7 @@ class Log:
         self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, origin: str = "client"
     ) -> Any:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append (§2.1-2.6)."""
-        if self.closed:
-            self._check_open()
+        self._check_open()
         now = self.clock.milliseconds()
         topic = self._fast_topic
         # One kernel call for the common append (one v2 batch, no rebuild, no error); anything
