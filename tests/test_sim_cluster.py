@@ -4,7 +4,6 @@ import pytest
 
 from replica_core.errors import Errors, InvalidConfigurationError
 from replica_core.replication.messages import TopicPartition
-from replica_core.sim.broker import ShardedMemoryMedium
 from replica_core.sim.cluster import Cluster, split_configs
 from replica_core.sim.invariants import InvariantViolation
 
@@ -226,23 +225,3 @@ def test_disk_storage_runs_and_cleans_up(tmp_path):
     assert all(d is None for d in [b._tmpdir for b in c.brokers.values()]) and dirs[0]
     with pytest.raises(ValueError):
         Cluster(1, seed=1, storage="disk").brokers[1].crash("power")
-
-
-def test_sharded_medium_crash_semantics():
-    m = ShardedMemoryMedium(["/d"])
-    m.makedirs("/d/t-0")
-    f = m.open("/d/t-0/a.log", create=True)
-    f.append(b"kept")
-    f.flush()
-    m.fsync_dir("/d/t-0")
-    f.append(b"lost")
-    m.write_atomic("/d/checkpoint", b"1")
-    assert m.listdir("/d") == ["checkpoint", "t-0"] and m.listdir("/d/t-0") == ["a.log"]
-    m.crash("process")
-    assert m.read_bytes("/d/t-0/a.log") == b"keptlost"
-    m.crash("power")
-    assert m.read_bytes("/d/t-0/a.log") == b"kept" and m.read_bytes("/d/checkpoint") == b"1"
-    m.rename("/d/t-0", "/d/t-0.x-delete")
-    assert m.exists("/d/t-0.x-delete/a.log") and not m.exists("/d/t-0")
-    m.rmtree("/d/t-0.x-delete")
-    assert m.listdir("/d") == ["checkpoint"]

@@ -472,3 +472,28 @@ def test_failed_write_raises_storage_error_and_leaves_no_partial_batch(env):
     assert _all_bytes(log) == before and log.log_end_offset == 2
     log.append_as_leader(_batch(1), 0)
     assert [b.base_offset for b in parse_batches(_all_bytes(log))] == [0, 2]
+
+
+@pytest.mark.parametrize("start,recovery_point,clean", [(0, 0, True), (0, 0, False), (120, 0, True),
+                                                        (120, 500, False)])
+def test_fresh_directory_open_matches_loading_an_empty_directory(start, recovery_point, clean):
+    """Log.open on a directory that does not exist takes a short path; it must leave the same
+    files and offsets as loading an empty directory that exists."""
+    cfg = LogConfig.from_properties({"segment.index.bytes": 4096})
+    results = []
+    for pre_create in (False, True):
+        medium = MemoryMedium()
+        if pre_create:
+            medium.makedirs("/data/t-0")
+        lg = Log.open("/data/t-0", cfg, medium=medium, clock=ManualClock(7),
+                      log_start_offset=start, recovery_point=recovery_point,
+                      had_clean_shutdown=clean)
+        files = {f: (medium.read_bytes(f), medium.durable_bytes(f)) for f in medium.files()}
+        rep = lg.recovery_report
+        results.append((files, lg.log_start_offset, lg.log_end_offset, lg.recovery_point,
+                        lg.active_segment.base_offset, lg.leader_epoch_cache.entries(),
+                        rep.had_clean_shutdown, rep.log_start_offset, rep.log_end_offset,
+                        rep.recovery_point))
+        lg.append_as_leader(build_batch([b"x"]), leader_epoch=0)
+        assert lg.log_end_offset == start + 1
+    assert results[0] == results[1]

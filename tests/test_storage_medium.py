@@ -439,3 +439,116 @@ def test_file_and_memory_media_agree(tmp_path, ops):
     assert (root / "f").read_bytes() == mm.read_bytes("/r/f") == mm.durable_bytes("/r/f")
     ff.close()
     mf.close()
+
+
+# ---- the directory index of MemoryMedium against a brute-force scan ---------------------------
+_name_ops = st.lists(st.one_of(
+    st.tuples(st.just("create"), st.integers(0, 2), st.integers(0, 3)),
+    st.tuples(st.just("remove"), st.integers(0, 2), st.integers(0, 3)),
+    st.tuples(st.just("rename"), st.integers(0, 2), st.integers(0, 3), st.integers(0, 2),
+              st.integers(0, 3)),
+    st.tuples(st.just("mkdir"), st.integers(0, 2)),
+    st.tuples(st.just("rmdir"), st.integers(0, 2)),
+    st.tuples(st.just("mvdir"), st.integers(0, 2), st.integers(0, 2)),
+    st.tuples(st.just("rmtree"), st.integers(0, 2)),
+    st.tuples(st.just("fsync_dir"), st.integers(-1, 2)),
+    st.tuples(st.just("flush"), st.integers(0, 2), st.integers(0, 3)),
+    st.tuples(st.just("crash"), st.sampled_from(["process", "power"])),
+), max_size=40)
+
+
+def _scan_listdir(m: MemoryMedium, d: str) -> list[str]:
+    files = [f.rsplit("/", 1)[1] for f in m.files() if f.rsplit("/", 1)[0] == d]
+    dirs = [q.rsplit("/", 1)[1] for q in m._dirs if q not in (".", "/") and q.rsplit("/", 1)[0] == d]
+    return sorted(files + dirs)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops=_name_ops)
+def test_memory_medium_directory_index_matches_a_scan(ops):
+    """listdir, fsync_dir and power failures through the per-directory index give what a scan
+    of every name gives, after any sequence of name operations."""
+    m = MemoryMedium()
+    m.makedirs("/r/d0")
+    handles = {}
+    for op in ops:
+        try:
+            if op[0] == "create":
+                f = m.open(f"/r/d{op[1]}/f{op[2]}", create=True)
+                f.append(b"x%d" % op[2])
+                handles[f.path] = f
+            elif op[0] == "remove":
+                m.remove(f"/r/d{op[1]}/f{op[2]}")
+            elif op[0] == "rename":
+                m.rename(f"/r/d{op[1]}/f{op[2]}", f"/r/d{op[3]}/f{op[4]}")
+            elif op[0] == "mkdir":
+                m.makedirs(f"/r/d{op[1]}")
+            elif op[0] == "rmdir":
+                m.remove(f"/r/d{op[1]}")
+            elif op[0] == "mvdir":
+                m.rename(f"/r/d{op[1]}", f"/r/d{op[2]}")
+            elif op[0] == "rmtree":
+                m.rmtree(f"/r/d{op[1]}")
+            elif op[0] == "fsync_dir":
+                d = "/r" if op[1] < 0 else f"/r/d{op[1]}"
+                m.fsync_dir(d)
+            elif op[0] == "flush":
+                f = m.open(f"/r/d{op[1]}/f{op[2]}")
+                f.flush()
+            else:
+                m.crash(op[1])
+                handles.clear()
+        except (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+                OSError):
+            pass
+        for d in ["/r", *(f"/r/d{i}" for i in range(3))]:
+            if m.is_dir(d):
+                assert m.listdir(d) == _scan_listdir(m, d)
+        live = {id(inode) for inode in m._files.values()}
+        for f in handles.values():
+            if not f.closed and id(f._inode) in live:  # renamed files keep their handles
+                assert m._files.get(f.path) is f._inode
+    # every current name is openable; a power failure keeps exactly the durable names
+    for path in m.files():
+        m.open(path).size()
+    durable = sorted(m._durable)
+    m.crash("power")
+    assert m.files() == durable
+    for d in ["/r", *(f"/r/d{i}" for i in range(3))]:
+        if m.is_dir(d):
+            assert m.listdir(d) == _scan_listdir(m, d)
+
+
+@settings(max_examples=80, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["atomic", "create", "sync", "power", "open"]),
+                              st.integers(0, 2), st.binary(max_size=20)), max_size=25))
+def test_memory_write_atomic_matches_the_generic_steps(ops):
+    """MemoryMedium's direct write_atomic leaves the same names, bytes and durable state as
+    Medium's generic tmp-write/flush/rename/fsync_dir sequence."""
+    from replica_core.storage.medium import Medium
+
+    fast, slow = MemoryMedium(), MemoryMedium()
+    keep = []
+    for m in (fast, slow):
+        m.makedirs("/d")
+    for kind, i, data in ops:
+        for m in (fast, slow):
+            path = f"/d/f{i}"
+            if kind == "atomic":
+                (m.write_atomic if m is fast else lambda p, b, m=m: Medium.write_atomic(m, p, b))(
+                    path, data)
+            elif kind == "create":
+                f = m.open(path, create=True)
+                f.append(data)
+                keep.append(f)
+            elif kind == "sync":
+                m.fsync_dir("/d")
+            elif kind == "power":
+                m.crash("power")
+            elif m.exists(path):
+                keep.append(m.open(path))
+        assert fast.files() == slow.files()
+        for p in fast.files():
+            assert fast.read_bytes(p) == slow.read_bytes(p)
+            assert fast.durable_bytes(p) == slow.durable_bytes(p)
+        assert sorted(fast._durable) == sorted(slow._durable)

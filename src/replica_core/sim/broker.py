@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import heapq
 import os
-import posixpath
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -64,7 +63,7 @@ from replica_core.replication.messages import (
 )
 from replica_core.sim.network import RequestTimeout
 from replica_core.storage.log_manager import LogManager
-from replica_core.storage.medium import FileMedium, Medium, MediumFile, MemoryMedium
+from replica_core.storage.medium import FileMedium, MemoryMedium
 
 if TYPE_CHECKING:
     from replica_core.sim.cluster import Cluster
@@ -155,136 +154,6 @@ class Disconnected:
 def is_failure(response: Any) -> bool:
     """A transport-level failure (timeout, lost message, refused connection)."""
     return isinstance(response, (RequestTimeout, Disconnected))
-
-
-# ---- a memory medium sharded by partition directory -------------------------------------------
-def _norm(path: Any) -> str:
-    return posixpath.normpath(os.fspath(path))
-
-
-class ShardedMemoryMedium(Medium):
-    """A :class:`MemoryMedium` per partition directory plus one for each log dir's own files.
-
-    Same page-cache model and crash semantics as one MemoryMedium (the shards crash together);
-    the point is cost: directory operations (``fsync_dir``, ``listdir``, ``rename``) of a
-    MemoryMedium look at every file it holds, and a broker holds thousands of partitions.
-    """
-
-    def __init__(self, log_dirs: list[str]) -> None:
-        self.log_dirs = tuple(_norm(d) for d in log_dirs)
-        self._prefixes = tuple(d + "/" for d in self.log_dirs)
-        self.root = MemoryMedium()
-        self.shards: dict[str, MemoryMedium] = {}
-        self.crashes: list[str] = []
-        self._routes: dict[str, tuple[Medium, str, str]] = {}
-
-    def _shard_key(self, p: str) -> str | None:
-        """The partition directory ``p`` lies strictly inside, or None."""
-        for prefix in self._prefixes:
-            if p.startswith(prefix):
-                i = p.find("/", len(prefix))
-                return p[:i] if i >= 0 else None
-        return None
-
-    def _shard(self, key: str) -> MemoryMedium:
-        shard = self.shards.get(key)
-        if shard is None:
-            shard = self.shards[key] = MemoryMedium()
-            shard.makedirs(key)
-            self.root.makedirs(key)
-        return shard
-
-    def _for(self, path: Any) -> tuple[Medium, str]:
-        hit = self._routes.get(path)
-        if hit is not None and self.shards.get(hit[2]) is hit[0]:
-            return hit[0], hit[1]
-        p = _norm(path)
-        key = self._shard_key(p)
-        if key is not None:
-            shard = self._shard(key)
-            if isinstance(path, str):
-                # paths inside a partition directory always route to its shard: remember them
-                if len(self._routes) > 200_000:
-                    self._routes.clear()
-                self._routes[path] = (shard, p, key)
-            return shard, p
-        shard = self.shards.get(p)
-        if shard is not None:
-            if isinstance(path, str):
-                self._routes[path] = (shard, p, p)
-            return shard, p
-        return self.root, p
-
-    def open(self, path: Any, *, create: bool = False, writable: bool = True) -> MediumFile:
-        medium, p = self._for(path)
-        return medium.open(p, create=create, writable=writable)
-
-    def exists(self, path: Any) -> bool:
-        medium, p = self._for(path)
-        return medium.exists(p)
-
-    def is_dir(self, path: Any) -> bool:
-        medium, p = self._for(path)
-        return medium.is_dir(p)
-
-    def listdir(self, path: Any) -> list[str]:
-        medium, p = self._for(path)
-        return medium.listdir(p)
-
-    def makedirs(self, path: Any) -> None:
-        p = _norm(path)
-        key = self._shard_key(p)
-        if key is not None:
-            self._shard(key).makedirs(p)
-        elif posixpath.dirname(p) in self.log_dirs:
-            self._shard(p)
-        else:
-            self.root.makedirs(p)
-
-    def remove(self, path: Any) -> None:
-        p = _norm(path)
-        if self._shard_key(p) is None and p in self.shards:
-            if self.shards[p].listdir(p):
-                raise OSError(39, "Directory not empty", p)
-            del self.shards[p]
-            self.root.remove(p)
-            return
-        medium, p = self._for(p)
-        medium.remove(p)
-
-    def rmtree(self, path: Any) -> None:
-        p = _norm(path)
-        if self._shard_key(p) is not None:
-            self._shard(self._shard_key(p) or p).rmtree(p)
-            return
-        for key in [k for k in self.shards if k == p or k.startswith(p + "/")]:
-            del self.shards[key]
-        self.root.rmtree(p)
-
-    def rename(self, src: Any, dst: Any) -> None:
-        s, d = _norm(src), _norm(dst)
-        if self._shard_key(s) is None and s in self.shards:
-            shard = self.shards.pop(s)
-            shard.rename(s, d)
-            self.shards[d] = shard
-            self.root.rename(s, d)
-            return
-        ms, s = self._for(s)
-        md, d = self._for(d)
-        if ms is not md:
-            raise OSError(18, "Invalid cross-device link", s)
-        ms.rename(s, d)
-
-    def fsync_dir(self, path: Any) -> None:
-        medium, p = self._for(path)
-        medium.fsync_dir(p)
-
-    def crash(self, kind: str = "process") -> None:
-        """Crash every shard: ``"process"`` keeps the page cache, ``"power"`` only flushed bytes."""
-        self.root.crash(kind)  # type: ignore[arg-type]
-        for key in sorted(self.shards):
-            self.shards[key].crash(kind)  # type: ignore[arg-type]
-        self.crashes.append(kind)
 
 
 # ---- follower side: fetchers with fetch sessions ----------------------------------------------
@@ -732,7 +601,7 @@ class SimBroker:
         self._tmpdir: str | None = None
         if storage == "memory":
             self.log_dir = f"/kafka/broker-{broker_id}"
-            self.medium: Any = ShardedMemoryMedium([self.log_dir])
+            self.medium: Any = MemoryMedium()
         elif storage == "disk":
             self._tmpdir = tempfile.mkdtemp(prefix=f"replica-core-sim-b{broker_id}-")
             self.log_dir = os.path.join(self._tmpdir, "kafka-logs")
@@ -1267,7 +1136,6 @@ __all__ = [
     "SessionFetchRequest",
     "SessionFetchResponse",
     "SessionFetcher",
-    "ShardedMemoryMedium",
     "SimBroker",
     "SimFetcherManager",
     "SimLeaderEndPoint",

@@ -189,6 +189,9 @@ class Log:
             config = LogConfig()
         dir = os.fspath(partition_dir)
         parse_topic_partition(dir)
+        if not medium.exists(dir):
+            return cls._create(dir, config, medium, clock, log_start_offset,
+                               min(recovery_point, log_start_offset), had_clean_shutdown)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -211,6 +214,34 @@ class Log:
             log_start_offset=loaded.log_start_offset,
             recovery_point=loaded.recovery_point,
             next_offset_metadata=loaded.next_offset_metadata,
+            leader_epoch_cache=cache,
+            recovery_report=report,
+        )
+
+    @classmethod
+    def _create(cls, dir: str, config: Any, medium: Any, clock: Any, log_start_offset: int,
+                recovery_point: int, had_clean_shutdown: bool) -> Log:
+        """A brand-new partition directory: what loading an empty one yields (one empty segment
+        at the log start offset with pre-allocated indexes, an empty epoch cache), without
+        listing or scanning anything."""
+        from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
+        from replica_core.storage.leader_epoch import LeaderEpochCache
+
+        medium.makedirs(dir)
+        cache = LeaderEpochCache(LeaderEpochCheckpointFile(
+            medium, os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE)))
+        segments = LogSegments()
+        segment = LogSegment.open(medium, dir, log_start_offset, config, clock)
+        segment.resize_indexes(int(config.segment_index_bytes))
+        segments.add(segment)
+        report = RecoveryReport(dir, had_clean_shutdown)
+        report.log_start_offset = report.log_end_offset = log_start_offset
+        report.recovery_point = recovery_point
+        return cls(
+            dir, config, medium, clock, segments,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            next_offset_metadata=LogOffsetMetadata(log_start_offset, log_start_offset, 0),
             leader_epoch_cache=cache,
             recovery_report=report,
         )

@@ -13,6 +13,7 @@ the broker, as Kafka's ``LogDirFailureChannel`` does.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Iterable
@@ -108,6 +109,7 @@ class LogManager:
         self.broker_epoch = broker_epoch
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        self._dir_count: dict[str, int] = {}
         self.loads: dict[str, LogDirLoad] = {}
         self.offline_dirs: set[str] = set()
         self.started = False
@@ -193,7 +195,6 @@ class LogManager:
         high_watermarks = self._read_checkpoint(log_dir, HIGH_WATERMARK_CHECKPOINT_FILE, load)
         dirs = self._partition_dirs(log_dir, load)
         total = len(dirs)
-        done = 0
 
         def open_one(path: str) -> Log:
             tp = parse_topic_partition(path)
@@ -210,28 +211,42 @@ class LogManager:
             return lg
 
         workers = min(self.num_recovery_threads, max(1, total))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
-            futures = [(path, pool.submit(open_one, path)) for path in dirs]
-            for path, fut in futures:
-                try:
-                    lg = fut.result()
-                except (KafkaError, OSError) as e:
-                    load.failed = f"{os.path.basename(path)}: {e}"
-                    raise KafkaStorageError(f"error loading {path}: {e}") from e
-                tp = (lg.topic, lg.partition)
-                if tp in self._logs:
-                    raise KafkaStorageError(
-                        f"duplicate log directories for {tp[0]}-{tp[1]}: "
-                        f"{self._logs[tp].dir} and {lg.dir}"
-                    )
-                self._logs[tp] = lg
-                self._log_dir_of[tp] = log_dir
-                if lg.recovery_report is not None:
-                    load.reports[tp] = lg.recovery_report
-                done += 1
-                load.loaded = done
-                if progress is not None:
-                    progress(log_dir, path, done, total)
+        if workers == 1:
+            # one recovery thread: load in this thread, in directory order (no pool to pay for)
+            results: Iterable[tuple[str, Callable[[], Log]]] = (
+                (path, functools.partial(open_one, path)) for path in dirs)
+            self._collect(log_dir, load, results, total, progress)
+        else:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
+                futures = [(path, pool.submit(open_one, path).result) for path in dirs]
+                self._collect(log_dir, load, futures, total, progress)
+        return load
+
+    def _collect(self, log_dir: str, load: LogDirLoad,
+                 results: Iterable[tuple[str, Callable[[], Log]]], total: int,
+                 progress: Any) -> None:
+        """Register loaded logs in directory order; the first failure takes the dir offline."""
+        done = 0
+        for path, result in results:
+            try:
+                lg = result()
+            except (KafkaError, OSError) as e:
+                load.failed = f"{os.path.basename(path)}: {e}"
+                raise KafkaStorageError(f"error loading {path}: {e}") from e
+            tp = (lg.topic, lg.partition)
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"duplicate log directories for {tp[0]}-{tp[1]}: "
+                    f"{self._logs[tp].dir} and {lg.dir}"
+                )
+            self._logs[tp] = lg
+            self._place(tp, log_dir)
+            if lg.recovery_report is not None:
+                load.reports[tp] = lg.recovery_report
+            done += 1
+            load.loaded = done
+            if progress is not None:
+                progress(log_dir, path, done, total)
         return load
 
     def _mark_offline(self, log_dir: str, reason: str) -> None:
@@ -240,7 +255,7 @@ class LogManager:
         load.failed = load.failed or reason
         for tp in [tp for tp, d in self._log_dir_of.items() if d == log_dir]:
             lg = self._logs.pop(tp)
-            del self._log_dir_of[tp]
+            self._unplace(tp)
             try:
                 lg.close()
             except Exception:  # noqa: BLE001 - the dir is already failing
@@ -268,11 +283,8 @@ class LogManager:
         if not online:
             raise KafkaStorageError("no online log directory")
         if log_dir is None:
-            counts = {d: 0 for d in online}
-            for d in self._log_dir_of.values():
-                if d in counts:
-                    counts[d] += 1
-            log_dir = min(online, key=lambda d: (counts[d], online.index(d)))
+            counts = self._dir_count
+            log_dir = min(online, key=lambda d: (counts.get(d, 0), online.index(d)))
         elif log_dir not in online:
             raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
         path = os.path.join(log_dir, f"{topic}-{partition}")
@@ -286,15 +298,25 @@ class LogManager:
             had_clean_shutdown=not stale,
         )
         self._logs[(topic, partition)] = lg
-        self._log_dir_of[(topic, partition)] = log_dir
+        self._place((topic, partition), log_dir)
         return lg
+
+    def _place(self, tp: TopicPartition, log_dir: str) -> None:
+        self._unplace(tp)
+        self._log_dir_of[tp] = log_dir
+        self._dir_count[log_dir] = self._dir_count.get(log_dir, 0) + 1
+
+    def _unplace(self, tp: TopicPartition) -> None:
+        old = self._log_dir_of.pop(tp, None)
+        if old is not None:
+            self._dir_count[old] -= 1
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Remove a partition's log and its directory."""
         lg = self._logs.pop((topic, partition), None)
         if lg is None:
             return False
-        self._log_dir_of.pop((topic, partition), None)
+        self._unplace((topic, partition))
         lg.delete()
         return True
 

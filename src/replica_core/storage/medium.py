@@ -315,9 +315,10 @@ class FileMedium(Medium):
 class _Inode:
     """One file's bytes: ``buf[:size]`` is the cached content, ``durable`` the flushed one."""
 
-    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi")
+    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi", "handles")
 
     def __init__(self) -> None:
+        self.handles: weakref.WeakSet[_MemoryFile] | None = None
         self.buf = bytearray()
         self.size = 0
         self.durable: bytearray | None = None
@@ -441,7 +442,7 @@ class _MemoryFile(MediumFile):
         inode.flush()
         m = self._medium
         if m.fsync_persists_name and m._files.get(self.path) is inode:
-            m._durable[self.path] = inode
+            m._set_durable(self.path, inode)
 
     def close(self) -> None:
         self._inode = None
@@ -470,7 +471,12 @@ def _under(p: str, d: str) -> bool:
 
 
 class MemoryMedium(Medium):
-    """An in-memory file system with a page cache: flushed ≠ written (see module docstring)."""
+    """An in-memory file system with a page cache: flushed ≠ written (see module docstring).
+
+    Names are indexed by parent directory, so ``listdir``, ``fsync_dir`` and file ``rename``
+    cost the size of one directory, not of the whole file system (a broker holds thousands of
+    partition directories).
+    """
 
     def __init__(self, *, fsync_persists_name: bool = False) -> None:
         #: ext4/xfs-like: fsync of a file also makes its current name durable (POSIX asks for a
@@ -479,8 +485,61 @@ class MemoryMedium(Medium):
         self._dirs: set[str] = {"/", "."}
         self._files: dict[str, _Inode] = {}
         self._durable: dict[str, _Inode] = {}
+        # parent directory -> child paths, for files, durable names and directories
+        self._file_kids: dict[str, set[str]] = {}
+        self._durable_kids: dict[str, set[str]] = {}
+        self._dir_kids: dict[str, set[str]] = {}
         self._handles: weakref.WeakSet[_MemoryFile] = weakref.WeakSet()
         self.crashes: list[str] = []
+
+    # -- index upkeep ----------------------------------------------------------------------
+    @staticmethod
+    def _index_add(index: dict[str, set[str]], p: str) -> None:
+        d = _parent(p)
+        kids = index.get(d)
+        if kids is None:
+            index[d] = {p}
+        else:
+            kids.add(p)
+
+    @staticmethod
+    def _index_drop(index: dict[str, set[str]], p: str) -> None:
+        d = _parent(p)
+        kids = index.get(d)
+        if kids is not None:
+            kids.discard(p)
+            if not kids:
+                del index[d]
+
+    def _set_file(self, p: str, inode: _Inode) -> None:
+        if p not in self._files:
+            self._index_add(self._file_kids, p)
+        self._files[p] = inode
+
+    def _pop_file(self, p: str) -> _Inode:
+        inode = self._files.pop(p)
+        self._index_drop(self._file_kids, p)
+        return inode
+
+    def _set_durable(self, p: str, inode: _Inode) -> None:
+        if p not in self._durable:
+            self._index_add(self._durable_kids, p)
+        self._durable[p] = inode
+
+    def _reindex(self) -> None:
+        """Rebuild every index from the tables (after bulk changes: rmtree, directory rename,
+        power failure)."""
+        self._file_kids, self._durable_kids, self._dir_kids = {}, {}, {}
+        for p in self._files:
+            self._index_add(self._file_kids, p)
+        for p in self._durable:
+            self._index_add(self._durable_kids, p)
+        for p in self._dirs:
+            if p not in (".", "/"):
+                self._index_add(self._dir_kids, p)
+
+    def _has_children(self, d: str) -> bool:
+        return bool(self._file_kids.get(d)) or bool(self._dir_kids.get(d))
 
     # -- names ---------------------------------------------------------------------------
     def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
@@ -493,9 +552,13 @@ class MemoryMedium(Medium):
                 raise FileNotFoundError(p)
             if _parent(p) not in self._dirs:
                 raise FileNotFoundError(f"no directory {_parent(p)} for {p}")
-            inode = self._files[p] = _Inode()
+            inode = _Inode()
+            self._set_file(p, inode)
         f = _MemoryFile(self, p, inode, writable)
         self._handles.add(f)
+        if inode.handles is None:
+            inode.handles = weakref.WeakSet()
+        inode.handles.add(f)
         return f
 
     def exists(self, path: PathLike) -> bool:
@@ -511,8 +574,8 @@ class MemoryMedium(Medium):
             if d in self._files:
                 raise NotADirectoryError(d)
             raise FileNotFoundError(d)
-        names = [posixpath.basename(p) for p in self._files if _parent(p) == d]
-        names += [posixpath.basename(p) for p in self._dirs if p not in (".", "/") and _parent(p) == d]
+        names = [posixpath.basename(p) for p in self._file_kids.get(d, ())]
+        names += [posixpath.basename(p) for p in self._dir_kids.get(d, ())]
         return sorted(names)
 
     def makedirs(self, path: PathLike) -> None:
@@ -524,17 +587,21 @@ class MemoryMedium(Medium):
             chain.append(p)
             p = _parent(p)
         self._dirs.update(chain)
+        for q in chain:
+            self._index_add(self._dir_kids, q)
 
     def remove(self, path: PathLike) -> None:
         p = _norm(path)
         if p in self._files:
-            del self._files[p]
+            self._pop_file(p)
         elif p in self._dirs and p not in (".", "/"):
-            if any(_under(q, p) for q in self._files) or any(_under(q, p) for q in self._dirs):
+            if self._has_children(p):
                 raise OSError(39, "Directory not empty", p)
             self._dirs.discard(p)
-            for q in [q for q in self._durable if _under(q, p)]:
+            self._index_drop(self._dir_kids, p)
+            for q in list(self._durable_kids.get(p, ())):
                 del self._durable[q]
+            self._durable_kids.pop(p, None)
         else:
             raise FileNotFoundError(p)
 
@@ -548,6 +615,12 @@ class MemoryMedium(Medium):
         self._dirs = {q for q in self._dirs if not _under(q, p)}
         if p not in (".", "/"):
             self._dirs.discard(p)
+        self._reindex()
+
+    def _retarget_handles(self, inode: _Inode, new_path: str) -> None:
+        for h in list(inode.handles or ()):
+            if h._inode is inode:
+                h.path = new_path
 
     def rename(self, src: PathLike, dst: PathLike) -> None:
         s, d = _norm(src), _norm(dst)
@@ -556,27 +629,28 @@ class MemoryMedium(Medium):
                 raise IsADirectoryError(d)
             if _parent(d) not in self._dirs:
                 raise FileNotFoundError(f"no directory {_parent(d)} for {d}")
-            inode = self._files.pop(s)
-            self._files[d] = inode
-            for h in list(self._handles):
-                if h._inode is inode:
-                    h.path = d
+            inode = self._pop_file(s)
+            self._set_file(d, inode)
+            self._retarget_handles(inode, d)
         elif s in self._dirs and s not in (".", "/"):
             if d in self._files:
                 raise NotADirectoryError(d)
-            if d in self._dirs and (any(_under(q, d) for q in self._files)
-                                    or any(_under(q, d) for q in self._dirs)):
+            if d in self._dirs and self._has_children(d):
                 raise OSError(39, "Directory not empty", d)
             if _parent(d) not in self._dirs or _under(d, s):
                 raise FileNotFoundError(d)
             n = len(s)
+            moved = []
             for table in (self._files, self._durable):
                 for q in [q for q in table if _under(q, s)]:
-                    table[d + q[n:]] = table.pop(q)
+                    inode = table.pop(q)
+                    table[d + q[n:]] = inode
+                    if table is self._files:
+                        moved.append((inode, d + q[n:]))
             self._dirs = {(d + q[n:]) if (q == s or _under(q, s)) else q for q in self._dirs}
-            for h in list(self._handles):
-                if _under(h.path, s):
-                    h.path = d + h.path[n:]
+            self._reindex()
+            for inode, new_path in moved:
+                self._retarget_handles(inode, new_path)
         else:
             raise FileNotFoundError(s)
 
@@ -584,11 +658,29 @@ class MemoryMedium(Medium):
         d = _norm(path)
         if d not in self._dirs:
             raise FileNotFoundError(d)
-        for q in [q for q in self._durable if _parent(q) == d]:
+        for q in self._durable_kids.pop(d, ()):
             del self._durable[q]
-        for q, inode in self._files.items():
-            if _parent(q) == d:
-                self._durable[q] = inode
+        kids = self._file_kids.get(d)
+        if kids:
+            files = self._files
+            for q in kids:
+                self._durable[q] = files[q]
+            self._durable_kids[d] = set(kids)
+
+    def write_atomic(self, path: PathLike, data: bytes) -> None:
+        """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
+        (``path`` holds ``data``, flushed; the directory's names durable; no ``.tmp`` left)."""
+        p = _norm(path)
+        parent = _parent(p)
+        if (p + ".tmp") in self._files or p in self._dirs or parent not in self._dirs:
+            super().write_atomic(path, data)
+            return
+        inode = _Inode()
+        inode.buf = bytearray(data)
+        inode.size = len(inode.buf)
+        inode.durable = bytearray(inode.buf)
+        self._set_file(p, inode)
+        self.fsync_dir(parent)
 
     # -- faults and inspection -------------------------------------------------------------
     def crash(self, kind: Literal["process", "power"] = "process") -> None:
@@ -602,6 +694,7 @@ class MemoryMedium(Medium):
             self._files = dict(self._durable)
             for inode in {id(i): i for i in self._files.values()}.values():
                 inode.revert()
+            self._reindex()
         self.crashes.append(kind)
 
     def durable_bytes(self, path: PathLike) -> bytes | None:
