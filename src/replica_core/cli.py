@@ -90,24 +90,34 @@ def _summary_table(summary: dict, run_info: dict) -> str:
     return "\n".join(f"{k:<{width}}  {fmt(v)}" for k, v in rows)
 
 
-def _cmd_simulate(args: argparse.Namespace) -> int:
+def _load_scenario(args: argparse.Namespace, prog: str, extra: dict | None = None):
+    """The scenario named on the command line with --seed/--set applied (None: error shown)."""
     from replica_core.errors import InvalidConfigurationError
     from replica_core.sim import scenario as scenario_mod
-    from replica_core.sim.invariants import InvariantViolation
-    from replica_core.sim.run import run_scenario, write_outputs
 
     try:
         overrides = scenario_mod.parse_overrides(args.set or [])
         if args.seed is not None:
             overrides["seed"] = args.seed
+        overrides.update(extra or {})
         path = args.scenario or scenario_mod.default_scenario_path()
         if args.scenario and not Path(path).is_file():
             named = scenario_mod.examples_dir() / f"{args.scenario}.toml"
             if named.is_file():
                 path = named
-        scenario = scenario_mod.load(path, overrides)
+        return scenario_mod.load(path, overrides)
     except (InvalidConfigurationError, OSError) as e:
-        print(f"replica-core simulate: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
+        return None
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from replica_core.errors import InvalidConfigurationError
+    from replica_core.sim.invariants import InvariantViolation
+    from replica_core.sim.run import run_scenario, write_outputs
+
+    scenario = _load_scenario(args, "replica-core simulate")
+    if scenario is None:
         return 2
     out = Path(args.out) if args.out else Path("out") / scenario.name
     progress = None if args.quiet else _progress_bar(sys.stderr)
@@ -122,6 +132,36 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     paths = write_outputs(out, summary, timeseries, run_info)
     print(_summary_table(summary, run_info))
     print(f"wrote {paths['summary']}, {paths['run']}, {paths['report']}")
+    return 0
+
+
+def _cmd_shard(args: argparse.Namespace) -> int:
+    from replica_core.errors import InvalidConfigurationError
+    from replica_core.sim.invariants import InvariantViolation
+    from replica_core.sim.lanes import lane_count
+    from replica_core.spark import run_sharded
+
+    scenario = _load_scenario(args, "replica-core shard", {"fetcher_lanes": True})
+    if scenario is None:
+        return 2
+    lanes = lane_count(scenario)
+    if lanes == 1:
+        print("replica-core shard: num.replica.fetchers is 1, so the cluster is one lane and "
+              "runs as one task (set num.replica.fetchers to split it)", file=sys.stderr)
+    out = Path(args.out) if args.out else Path("out") / f"shard-{scenario.name}"
+    print(f"{scenario.total_partitions:,} partitions in {lanes} fetcher lanes over "
+          f"{min(lanes, args.shards or lanes)} Spark tasks -> {out}", file=sys.stderr)
+    try:
+        summary, _series, run_info = run_sharded(scenario, shards=args.shards,
+                                                 master=args.master, out_dir=out)
+    except InvariantViolation as e:
+        print(f"\n{e}", file=sys.stderr)
+        return 3
+    except InvalidConfigurationError as e:
+        print(f"replica-core shard: {e}", file=sys.stderr)
+        return 2
+    print(_summary_table(summary, run_info))
+    print(f"wrote {out / 'summary.json'}, {out / 'run.json'}, {out / 'report.html'}")
     return 0
 
 
@@ -199,6 +239,25 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", default=None, help="output directory (default ./out/sweep-NAME)")
     sweep.add_argument("--slices", type=int, default=None, help="Spark partitions for the rows")
     sweep.set_defaults(func=_cmd_sweep)
+
+    shard = sub.add_parser(
+        "shard",
+        help="run one big cluster on Spark, split by fetcher lane (local[*] unless --master)",
+        description="Simulate SCENARIO with fetcher_lanes = true: each of its "
+        "num.replica.fetchers lanes is an independent cluster run inside Spark mapPartitions, "
+        "all with the same broker faults; the merged summary equals what `replica-core "
+        "simulate --set fetcher_lanes=true` computes in one process.",
+    )
+    shard.add_argument("scenario", nargs="?", metavar="SCENARIO.toml")
+    shard.add_argument("--shards", type=int, default=None,
+                       help="Spark tasks (default: one per lane)")
+    shard.add_argument("--master", default=None,
+                       help="Spark master URL (default: local[*], or spark-submit's)")
+    shard.add_argument("--seed", type=int, help="override the scenario's seed")
+    shard.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="override a scenario key or a Kafka config; repeatable")
+    shard.add_argument("--out", metavar="DIR", help="output directory (default ./out/shard-NAME)")
+    shard.set_defaults(func=_cmd_shard)
 
     sub.add_parser(
         "dump-log",

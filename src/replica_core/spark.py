@@ -129,6 +129,51 @@ def run_sweep(grid: Grid, *, master: str | None = None, out_dir: str | Path | No
     return results
 
 
+def _lane_task(scenario: Any):
+    """The ``mapPartitions`` body of a sharded run: simulate each lane of the Spark partition."""
+    def run(lanes: Iterable[int]) -> Iterator[tuple[int, Any]]:
+        from replica_core.sim.lanes import run_lane
+
+        for lane in lanes:
+            yield lane, run_lane(scenario, lane)
+    return run
+
+
+def run_sharded(scenario: Any, *, shards: int | None = None, master: str | None = None,
+                out_dir: str | Path | None = None, spark=None
+                ) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """One big cluster on Spark: its fetcher lanes (``num.replica.fetchers`` of them, see
+    :mod:`replica_core.sim.lanes`) spread over ``shards`` tasks (default: one per lane), the
+    lane results merged on the driver into the summary a single process computes for the same
+    scenario and seed. Returns ``(summary, timeseries, run_info)``; with ``out_dir`` writes
+    ``summary.json``, ``run.json`` and ``report.html`` as ``replica-core simulate`` does."""
+    from replica_core.sim.lanes import lane_count
+    from replica_core.sim.run import merge_parts, run_info, write_outputs
+
+    if not scenario.fetcher_lanes:
+        raise ValueError("a sharded run needs a scenario with fetcher_lanes = true")
+    lanes = lane_count(scenario)
+    n = max(1, min(lanes, shards or lanes))
+    own = spark is None
+    spark = spark or _session(master, "replica-core-shard")
+    started = time.perf_counter()
+    try:
+        sc = spark.sparkContext
+        done = sc.parallelize(list(range(lanes)), n).mapPartitions(_lane_task(scenario)).collect()
+    finally:
+        if own:
+            spark.stop()
+    by_lane = dict(done)
+    if sorted(by_lane) != list(range(lanes)):
+        raise RuntimeError(f"lanes missing from the sharded run: {sorted(set(range(lanes)) - set(by_lane))}")
+    summary, series = merge_parts(scenario, [by_lane[k] for k in range(lanes)])
+    info = run_info(scenario, summary, time.perf_counter() - started)
+    info["shards"] = n
+    if out_dir is not None:
+        write_outputs(out_dir, summary, series, info)
+    return summary, series, info
+
+
 def summarise(grid: Grid, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per configuration: mean over seeds of each metric, and which lost acknowledged data."""
     by_cfg: dict[int, list[dict[str, Any]]] = {}

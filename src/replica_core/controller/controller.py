@@ -261,9 +261,12 @@ class Controller:
     def create_topic(
         self, topic: str, n_partitions: int, replication_factor: int, *,
         assignment: Sequence[Sequence[int]] | None = None, unclean_leader_election: bool = False,
-        start_index: int = 0,
+        start_index: int = 0, partition_ids: Sequence[int] | None = None,
     ) -> Outbox:
-        """New partitions: leader = first live replica, ISR = live replicas, epoch 0 (§8.2)."""
+        """New partitions: leader = first live replica, ISR = live replicas, epoch 0 (§8.2).
+
+        ``partition_ids`` creates only those partitions of the topic (with the replicas the full
+        assignment gives them): a simulator lane holds one fetcher's share of a topic."""
         if any(tp.topic == topic for tp in self.partitions):
             raise ValueError(f"topic {topic!r} already exists")
         brokers = sorted(self.brokers)
@@ -273,7 +276,9 @@ class Controller:
         self.unclean_enabled[topic] = unclean_leader_election
         live = self.live_brokers
         created = []
-        for p, replicas in enumerate(assignment):
+        ids = range(len(assignment)) if partition_ids is None else partition_ids
+        for p in ids:
+            replicas = assignment[p]
             e = new_partition_election(replicas, live)
             tp = TopicPartition(topic, p)
             self.partitions[tp] = PartitionRegistration(tuple(replicas), e.isr, e.leader)

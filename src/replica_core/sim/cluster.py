@@ -367,11 +367,14 @@ class ControllerNode:
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      assignment: Sequence[Sequence[int]] | None, unclean: bool,
-                     min_isr: int) -> list[TopicPartition]:
+                     min_isr: int, partition_ids: Sequence[int] | None = None
+                     ) -> list[TopicPartition]:
         outbox = self.controller.create_topic(name, partitions, replication_factor,
                                               assignment=assignment,
-                                              unclean_leader_election=unclean)
-        tps = [TopicPartition(name, p) for p in range(partitions)]
+                                              unclean_leader_election=unclean,
+                                              partition_ids=partition_ids)
+        ids = range(partitions) if partition_ids is None else partition_ids
+        tps = [TopicPartition(name, p) for p in ids]
         rf = len(self.controller.partitions[tps[0]].replicas)
         self.tracker.close(self.loop.now)
         self.tracker.grow(len(tps), rf, min(min_isr, rf))
@@ -558,9 +561,11 @@ class Cluster:
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      configs: Mapping[str, Any] | None = None,
                      assignment: Sequence[Sequence[int]] | None = None,
-                     wait: bool = True) -> list[TopicPartition]:
+                     wait: bool = True, partition_ids: Sequence[int] | None = None
+                     ) -> list[TopicPartition]:
         """Create a topic (assignment as Kafka's rack-unaware one unless given); with ``wait``
-        run until every live replica has its LeaderAndIsr."""
+        run until every live replica has its LeaderAndIsr. ``partition_ids`` hosts only those
+        partitions of the topic (a fetcher lane, see :mod:`replica_core.sim.lanes`)."""
         configs = dict(configs or {})
         for key in configs:
             if key not in LogConfig.config_names():
@@ -580,7 +585,7 @@ class Cluster:
         first = len(self.tps)
         tps, outbox = self.controller_node.create_topic(
             name, partitions, replication_factor, assignment=assignment, unclean=unclean,
-            min_isr=min_isr)
+            min_isr=min_isr, partition_ids=partition_ids)
         for k, tp in enumerate(tps):
             self.tp_ids[tp] = first + k
         self.tps.extend(tps)

@@ -58,7 +58,8 @@ controller_drops_per_hour = 0.0      # also mean_controller_drop_s
 
 Simulator-only settings (not Kafka's): ``sample_interval_s`` (time series), ``[cluster]``
 ``processing_ms`` and ``detect_bounces``; ``segment.index.bytes`` defaults to 8192 in the
-simulator.
+simulator; ``fetcher_lanes = true`` simulates each replica fetcher's partitions as an
+independent lane (:mod:`replica_core.sim.lanes`), which is what a sharded run needs.
 
 ``--set KEY=VALUE`` overrides any of it: ``truncation=high_watermark``, ``cluster.brokers=6``,
 ``workload.acks=1``, ``topics.0.partitions=100``; any other dotted key is a Kafka config
@@ -90,8 +91,16 @@ WORKLOAD_KEYS = frozenset({"batches_per_second", "records_per_batch", "record_by
                            "keys", "consumers", "consumer_poll_ms"})
 CLUSTER_KEYS = frozenset({"brokers", "latency_ms", "bandwidth_mbps", "processing_ms",
                           "detect_bounces"})
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
 TOP_LEVEL = {"name": str, "seed": int, "duration_s": float, "truncation": str, "storage": str,
-             "description": str, "sample_interval_s": float}
+             "description": str, "sample_interval_s": float, "fetcher_lanes": _bool}
 TABLES = ("cluster", "workload", "fault_rates")
 
 
@@ -122,6 +131,7 @@ class Scenario:
     truncation: str = "leader_epoch"
     storage: str = "memory"
     sample_interval_s: float = 1.0
+    fetcher_lanes: bool = False
     cluster: dict[str, Any] = field(default_factory=lambda: {
         "brokers": 3, "latency_ms": 1.0, "bandwidth_mbps": 1000.0})
     configs: dict[str, Any] = field(default_factory=dict)
@@ -144,7 +154,7 @@ class Scenario:
             "name": self.name, "description": self.description, "seed": self.seed,
             "duration_s": self.duration_s, "truncation": self.truncation,
             "storage": self.storage, "sample_interval_s": self.sample_interval_s,
-            "cluster": dict(self.cluster), "configs": dict(self.configs),
+            "fetcher_lanes": self.fetcher_lanes, "cluster": dict(self.cluster), "configs": dict(self.configs),
             "topics": [{"name": t.name, "partitions": t.partitions,
                         "replication_factor": t.replication_factor, "configs": dict(t.configs)}
                        for t in self.topics],
