@@ -9,6 +9,7 @@ Times are wall-clock on a shared machine: read the ratios.
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 from replica_core import spark as rc_spark
@@ -50,17 +51,38 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=150)
     ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="rounds of local[1], local[2], local[2], local[1] (order swapped so "
+                    "drift on a shared machine hits both alike); medians reported")
     a = ap.parse_args()
     g = grid(a.runs, a.partitions, a.duration)
-    one, start1, task1, rows1 = timed_sweep("local[1]", g, slices=a.runs)
-    two, start2, task2, rows2 = timed_sweep("local[2]", g, slices=a.runs)
-    assert rows1 == rows2, "results must not depend on parallelism"
+    # in-process baseline: the same rows, no Spark (what Spark must not slow down)
+    t0 = time.perf_counter()
+    local_rows = [rc_spark.run_row(r) for r in g.rows()]
+    serial = time.perf_counter() - t0
+    times: dict[str, list[float]] = {"local[1]": [], "local[2]": []}
+    starts: dict[str, list[float]] = {"local[1]": [], "local[2]": []}
+    tasks: dict[str, list[float]] = {"local[1]": [], "local[2]": []}
+    for _ in range(a.repeats):
+        for master in ("local[1]", "local[2]", "local[2]", "local[1]"):
+            sweep_s, start_s, per_task, rows = timed_sweep(master, g, slices=a.runs)
+            assert rows == local_rows, "results must not depend on Spark or parallelism"
+            times[master].append(sweep_s)
+            starts[master].append(start_s)
+            tasks[master].append(per_task)
+    one, two = statistics.median(times["local[1]"]), statistics.median(times["local[2]"])
     speedup = one / two
-    print(f"runs: {a.runs} x ({a.partitions} partitions, {a.duration:g} s simulated)")
-    print(f"local[1] sweep: {one:.2f} s   local[2] sweep: {two:.2f} s")
-    print(f"speed-up: {speedup:.2f}x   efficiency (speed-up / 2 cores): {speedup / 2:.2f}")
-    print(f"per-job start-up: {start1:.2f} s / {start2:.2f} s   "
-          f"per-task overhead: {task1 * 1e3:.1f} ms / {task2 * 1e3:.1f} ms")
+    print(f"runs: {a.runs} x ({a.partitions} partitions, {a.duration:g} s simulated); "
+          f"{len(times['local[1]'])} timings per master, order swapped")
+    print(f"in-process, no Spark: {serial:.2f} s")
+    print(f"local[1] sweep: median {one:.2f} s {sorted(round(t, 2) for t in times['local[1]'])}")
+    print(f"local[2] sweep: median {two:.2f} s {sorted(round(t, 2) for t in times['local[2]'])}")
+    print(f"speed-up: {speedup:.2f}x   efficiency (speed-up / 2 cores): {speedup / 2:.2f}   "
+          f"local[1] vs in-process: {one / serial:.2f}x")
+    print(f"per-job start-up: {statistics.median(starts['local[1]']):.2f} s / "
+          f"{statistics.median(starts['local[2]']):.2f} s   per-task overhead: "
+          f"{statistics.median(tasks['local[1]']) * 1e3:.1f} ms / "
+          f"{statistics.median(tasks['local[2]']) * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":
