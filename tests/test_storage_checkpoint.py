@@ -307,3 +307,15 @@ def test_every_fixture_leader_epoch_checkpoint_parses():
     kraft = FIXTURE_LOGS / "kafka-3.6.0-kraft" / "kraft-combined-logs" / "__cluster_metadata-0"
     entries = LeaderEpochCheckpointFile(FileMedium(), str(kraft / "leader-epoch-checkpoint")).read()
     assert entries[-1] == (6, 712) and len(entries) == 5
+
+
+@pytest.mark.parametrize("entries", [[], [(("t", 0), 5)],
+                                     [(("t", i), i * 7) for i in range(50)] + [(("u.v_w-1", 3), 2**40)]])
+def test_offset_checkpoint_encode_matches_the_generic_encoder(entries):
+    """OffsetCheckpointFile's own encoder (topic names checked once) writes the same bytes."""
+    from replica_core.storage.checkpoint import CheckpointFile
+
+    f = OffsetCheckpointFile(MemoryMedium(), "/x")
+    assert f.encode(entries) == CheckpointFile.encode(f, entries)
+    with pytest.raises(ValueError):
+        f.encode([(("bad topic", 0), 1)])

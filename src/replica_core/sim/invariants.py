@@ -77,11 +77,12 @@ def records_digest(batch: bytes | memoryview) -> int:
     return zlib.crc32(memoryview(batch)[_HEADER_BYTES:])
 
 
-def log_batches(log: Any) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
-    """(rows, places) for every batch of ``log``: rows = int64 (n, 4) of base offset, last
-    offset, stored CRC and CRC-valid; places = (segment file, position, size) per batch."""
+def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
+    """(rows, files) for every batch of ``log``: rows = int64 (n, 7) of base offset, last
+    offset, stored CRC, CRC-valid, then where the batch is — index into ``files`` (the segment
+    files), position and size."""
     tables = []
-    places: list[tuple[Any, int, int]] = []
+    files: list[Any] = []
     for seg in log.segments:
         size = seg.size
         if size <= 0:
@@ -93,18 +94,19 @@ def log_batches(log: Any) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
         finally:
             view.release()
         if len(headers):
-            rows = np.empty((len(headers), 4), dtype=np.int64)
+            rows = np.empty((len(headers), 7), dtype=np.int64)
             rows[:, 0] = headers[:, _COL_BASE]
             rows[:, 1] = headers[:, _COL_BASE] + headers[:, _COL_DELTA]
             rows[:, 2] = headers[:, _COL_CRC]
             rows[:, 3] = headers[:, _COL_CRC_OK]
+            rows[:, 4] = len(files)
+            rows[:, 5] = headers[:, _COL_POS]
+            rows[:, 6] = headers[:, _COL_SIZE]
             tables.append(rows)
-            places.extend((f, int(p), int(s)) for p, s in
-                          zip(headers[:, _COL_POS].tolist(), headers[:, _COL_SIZE].tolist(),
-                              strict=True))
+            files.append(f)
     if not tables:
-        return np.zeros((0, 4), dtype=np.int64), places
-    return np.concatenate(tables), places
+        return np.zeros((0, 7), dtype=np.int64), files
+    return (tables[0] if len(tables) == 1 else np.concatenate(tables)), files
 
 
 class AckLedger:
@@ -155,7 +157,7 @@ class InvariantChecker:
         self._scans: dict[tuple[int, TopicPartition], tuple[np.ndarray, list]] | None = None
 
     def _batches(self, broker_id: int, tp: TopicPartition, log: Any
-                 ) -> tuple[np.ndarray, list[tuple[Any, int, int]]]:
+                 ) -> tuple[np.ndarray, list[Any]]:
         """:func:`log_batches`, scanned once per log during a full check."""
         cache = self._scans
         if cache is None:
@@ -282,7 +284,7 @@ class InvariantChecker:
         if not entries:
             return 0
         self.checks["durability"] += 1
-        rows, places = self._batches(broker_id, tp, log)
+        rows, files = self._batches(broker_id, tp, log)
         where = {int(b): k for k, b in enumerate(rows[:, 0].tolist())}
         leo = log.log_end_offset
         newly = 0
@@ -293,8 +295,7 @@ class InvariantChecker:
             k = where.get(base)
             ok = False
             if k is not None and base + count <= leo and rows[k, 1] == base + count - 1:
-                f, pos, size = places[k]
-                view = f.view(pos, size)
+                view = files[rows[k, 4]].view(int(rows[k, 5]), int(rows[k, 6]))
                 try:
                     ok = records_digest(view) == digest
                 finally:

@@ -201,6 +201,19 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
             raise _Malformed(fields)
         return (fields[0], _java_int(fields[1])), _java_int(fields[2], _INT64)
 
+    def encode(self, entries: Iterable[tuple[tuple[str, int], int]]) -> bytes:
+        """As :meth:`CheckpointFile.encode`; each distinct topic name is checked once (a log
+        dir's checkpoint lists thousands of partitions of a few topics)."""
+        checked: set[str] = set()
+        body = []
+        for (topic, partition), offset in entries:
+            if topic not in checked:
+                if not topic or _JAVA_WS.search(topic):
+                    raise ValueError(f"topic {topic!r} cannot be written to a checkpoint")
+                checked.add(topic)
+            body.append(f"{topic} {int(partition)} {int(offset)}")
+        return f"{self.version}\n{len(body)}\n{''.join(line + chr(10) for line in body)}".encode()
+
     def read(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): offset}`` (later duplicates win, like Kafka's HashMap)."""
         return dict(self.read_entries())

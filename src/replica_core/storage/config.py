@@ -271,11 +271,11 @@ class LogConfig:
     # -- derived values (LogConfig.java) ---------------------------------------------------
     @property
     def compact(self) -> bool:
-        return "compact" in (p.lower() for p in self.cleanup_policy)
+        return any(p.lower() == "compact" for p in self.cleanup_policy)
 
     @property
     def delete(self) -> bool:
-        return "delete" in (p.lower() for p in self.cleanup_policy)
+        return any(p.lower() == "delete" for p in self.cleanup_policy)
 
     @property
     def max_segment_ms(self) -> int:

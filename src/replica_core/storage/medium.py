@@ -315,10 +315,9 @@ class FileMedium(Medium):
 class _Inode:
     """One file's bytes: ``buf[:size]`` is the cached content, ``durable`` the flushed one."""
 
-    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi", "handles")
+    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi")
 
     def __init__(self) -> None:
-        self.handles: weakref.WeakSet[_MemoryFile] | None = None
         self.buf = bytearray()
         self.size = 0
         self.durable: bytearray | None = None
@@ -458,7 +457,8 @@ def _norm(path: PathLike) -> str:
 
 
 def _parent(p: str) -> str:
-    d = posixpath.dirname(p)
+    """The directory holding normalised path ``p`` (``posixpath.dirname``, "." or "/" at the top)."""
+    d = p.rpartition("/")[0]
     if d:
         return d
     return "/" if p.startswith("/") else "."
@@ -543,8 +543,11 @@ class MemoryMedium(Medium):
 
     # -- names ---------------------------------------------------------------------------
     def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
-        p = _norm(path)
-        inode = self._files.get(p)
+        # a string that is already a key is already normalised
+        inode = self._files.get(path) if type(path) is str else None  # type: ignore[arg-type]
+        p = path if inode is not None else _norm(path)
+        if inode is None:
+            inode = self._files.get(p)  # type: ignore[arg-type]
         if inode is None:
             if p in self._dirs:
                 raise IsADirectoryError(p)
@@ -556,12 +559,11 @@ class MemoryMedium(Medium):
             self._set_file(p, inode)
         f = _MemoryFile(self, p, inode, writable)
         self._handles.add(f)
-        if inode.handles is None:
-            inode.handles = weakref.WeakSet()
-        inode.handles.add(f)
         return f
 
     def exists(self, path: PathLike) -> bool:
+        if type(path) is str and (path in self._files or path in self._dirs):
+            return True
         p = _norm(path)
         return p in self._files or p in self._dirs
 
@@ -618,7 +620,8 @@ class MemoryMedium(Medium):
         self._reindex()
 
     def _retarget_handles(self, inode: _Inode, new_path: str) -> None:
-        for h in list(inode.handles or ()):
+        # open handles follow their file (files are renamed rarely: a scan is cheap enough)
+        for h in list(self._handles):
             if h._inode is inode:
                 h.path = new_path
 
