@@ -177,3 +177,14 @@ def test_examples_full_size(name):
         assert summary["isr_shrinks"] > 50 and summary["isr_expands"] > 50
     else:
         assert summary["under_min_isr_partition_seconds"] == 0
+
+
+def test_sharded_example_runs_its_lanes_shrunk():
+    """examples/sharded.toml at a size one process runs: 8 lanes, nothing lost, the crashed
+    broker's partitions elected elsewhere in every lane."""
+    scenario = sc.load(sc.examples_dir() / "sharded.toml",
+                       {"topics.0.partitions": 160, "duration_s": 30, "faults.1.at_s": 28})
+    summary, _, _ = run_scenario(scenario)
+    assert summary["fetcher_lanes"] == 8 and summary["partitions"] == 160
+    assert summary["lost_acked_records"] == 0 and summary["diverged_partitions"] == 0
+    assert summary["crashes"] == 1 and summary["leader_elections"] > 0
