@@ -20,6 +20,7 @@ EXTENSIONS = {
     "_batch": [f"{FAST}/_batch.pyx", f"{FAST}/crc32c_hw.c"],
     "_index": [f"{FAST}/_index.pyx"],
     "_replica_state": [f"{FAST}/_replica_state.pyx"],
+    "_fetch_order": [f"{FAST}/_fetch_order.pyx"],
 }
 
 only = {n.strip() for n in os.environ.get("REPLICA_CORE_ONLY", "").split(",") if n.strip()}

@@ -320,14 +320,6 @@ class _LocalReplica:
             raise NotLeaderOrFollowerError(f"no local replica of {tp}")
         return p
 
-    def partition_and_log(self, tp: TopicPartition) -> tuple[Any, Any]:
-        """``getPartitionOrException`` and its ``localLogOrException``."""
-        p = self.rm.partition(tp)
-        lg = p.log if p is not None else None
-        if lg is None:
-            raise NotLeaderOrFollowerError(f"no local log for {tp}")
-        return p, lg
-
     def log(self, tp: TopicPartition) -> Any:
         lg = self.rm.local_log(tp)
         if lg is None:
@@ -383,6 +375,9 @@ class _LocalReplica:
             self.log(tp).truncate_fully_and_start_at(offset)
 
 
+_NONE = Errors.NONE
+
+
 def _error_name(code: int) -> str:
     try:
         return Errors(code).name
@@ -432,6 +427,12 @@ class ReplicaFetcher:
         self.fetcher_lag_stats = FetcherLagStats()
         self.partitions_with_new_high_watermark: list[TopicPartition] = []
         self._local = _LocalReplica(replica_manager)
+        # build_fetch's per-partition request entries, reused while the partition's state object
+        # and log start offset are unchanged (an idle partition's entry is the same every round):
+        # tp -> (state, log_start_offset, FetchPartition); keyed by what else goes into an entry.
+        self._fetch_entries: dict[TopicPartition,
+                                  tuple[PartitionFetchState, int, FetchPartition]] = {}
+        self._fetch_entries_key: tuple[bool, int] | None = None
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker}"
 
     # -- identity -------------------------------------------------------------------------------
@@ -530,10 +531,7 @@ class ReplicaFetcher:
         """When a delayed partition next becomes due (the earliest ``delay_until_ms`` still in the
         future), so a driver whose ``do_work`` found nothing to do knows when to call again;
         None if no partition is delayed."""
-        now = self.clock.milliseconds()
-        due = [st.delay_until_ms for st in self.partition_states.partition_state_values()
-               if st.delay_until_ms is not None and st.delay_until_ms > now]
-        return min(due) if due else None
+        return self.partition_states.next_due(self.clock.milliseconds())
 
     def _complete_delayed_fetch_requests(self) -> None:
         if self.partitions_with_new_high_watermark:
@@ -547,12 +545,9 @@ class ReplicaFetcher:
                                               list[TopicPartition]]:
         """``fetchTruncatingPartitions``: Truncating partitions with a latest epoch (ask the
         leader) and without one (truncate to the high watermark)."""
-        now = self.clock.milliseconds()
         with_epochs: dict[TopicPartition, OffsetForLeaderPartition] = {}
         without: list[TopicPartition] = []
-        for tp, state in self.partition_states.items():
-            if not state.is_truncating(now):
-                continue
+        for tp, state in self.partition_states.truncating_items(self.clock.milliseconds()):
             epoch = self._local.latest_epoch(tp) if self.uses_leader_epochs else None
             if epoch is not None:
                 with_epochs[tp] = OffsetForLeaderPartition(tp, epoch, state.current_leader_epoch)
@@ -781,22 +776,27 @@ class ReplicaFetcher:
     def build_fetch(self) -> tuple[FetchRequest | None, list[TopicPartition]]:
         """The fetch request for the ready partitions, in fair order (§7.5), and the partitions
         whose local log could not be read (already delayed by ``replica.fetch.backoff.ms``, as
-        ``maybeFetch`` does right after ``buildFetch``). None when there is nothing to fetch."""
+        ``maybeFetch`` does right after ``buildFetch``). None when there is nothing to fetch.
+
+        A partition's request entry is reused from the previous build while its state object and
+        log start offset are unchanged (states are immutable: any change is a new object)."""
         now = self.clock.milliseconds()
         cfg = self.config
         send_epoch = self.truncate_on_fetch
+        max_bytes = cfg.fetch_max_bytes
         local_log = self.replica_manager.local_log
         quota = self.quota
+        throttling = type(quota) is not UnboundedReplicaQuota
+        key = (send_epoch, max_bytes)
+        cache = self._fetch_entries if self._fetch_entries_key == key else {}
+        entries: dict[TopicPartition, tuple[PartitionFetchState, int, FetchPartition]] = {}
         parts: list[FetchPartition] = []
         errors: list[TopicPartition] = []
-        for tp, st in self.partition_states.items():
-            if st.state is not FETCHING or (st.delay_until_ms is not None
-                                            and st.delay_until_ms > now):
-                continue
+        for tp, st in self.partition_states.ready_items(now):
             # Only out-of-sync replicas of throttled partitions are throttled, and only while the
             # quota is exceeded, to avoid ISR thrashing (shouldFollowerThrottle).
-            if not (st.lag is not None and st.lag <= 0) and quota.is_throttled(tp) \
-                    and quota.is_quota_exceeded():
+            if throttling and not (st.lag is not None and st.lag <= 0) \
+                    and quota.is_throttled(tp) and quota.is_quota_exceeded():
                 continue
             try:
                 lg = local_log(tp)
@@ -806,10 +806,16 @@ class ReplicaFetcher:
             except KafkaError:
                 errors.append(tp)
                 continue
-            lfe = st.last_fetched_epoch
-            parts.append(FetchPartition(
-                tp, st.fetch_offset, cfg.fetch_max_bytes, log_start, st.current_leader_epoch,
-                lfe if send_epoch and lfe is not None else NO_EPOCH))
+            entry = cache.get(tp)
+            if entry is None or entry[0] is not st or entry[1] != log_start:
+                lfe = st.last_fetched_epoch
+                entry = (st, log_start, FetchPartition(
+                    tp, st.fetch_offset, max_bytes, log_start, st.current_leader_epoch,
+                    lfe if send_epoch and lfe is not None else NO_EPOCH))
+            entries[tp] = entry
+            parts.append(entry[2])
+        self._fetch_entries = entries
+        self._fetch_entries_key = key
         if errors:
             self._delay_partitions(errors, cfg.backoff_ms)
         if not parts:
@@ -850,40 +856,61 @@ class ReplicaFetcher:
                         _error_name(response.error_code))
             errors = dict.fromkeys(self.partition_states)
         else:
-            now = self.clock.milliseconds()
-            sent = {p.tp: p for p in request.partitions}
-            for pd in response.partitions:
-                tp = pd.tp
-                current = self.partition_states.state_value(tp)
-                if current is None:
-                    continue
-                fp = sent.get(tp)
-                if fp is None or fp.fetch_offset != current.fetch_offset \
-                        or not current.is_ready_for_fetch(now):
-                    continue
-                self._process_partition_response(tp, current, fp, pd, errors, diverging)
+            self._process_partition_answers(request.partitions, response.partitions, errors,
+                                            diverging)
         if diverging:
             self._truncate_on_fetch_response(diverging)
         if errors:
             self._delay_partitions(errors, self.config.backoff_ms)
 
-    def _process_partition_response(self, tp: TopicPartition, current: PartitionFetchState,
-                                    fp: FetchPartition, pd: FetchPartitionResponse,
-                                    errors: dict[TopicPartition, None],
-                                    diverging: dict[TopicPartition, EpochEndOffset]) -> None:
-        code = pd.error_code
-        request_epoch = fp.current_leader_epoch if fp.current_leader_epoch != NO_EPOCH else None
-        if code == Errors.NONE:
+    def _process_partition_answers(self, asked: tuple[FetchPartition, ...],
+                                   answers: tuple[FetchPartitionResponse, ...],
+                                   errors: dict[TopicPartition, None],
+                                   diverging: dict[TopicPartition, EpochEndOffset]) -> None:
+        """The per-partition half of ``processFetchRequest``: one pass over the answers, the
+        common case (no error, no divergence) handled inline, the rest by
+        :meth:`_process_partition_error`."""
+        now = self.clock.milliseconds()
+        state_value = self.partition_states.state_value
+        process_data = self.process_partition_data
+        lag_stats = self.fetcher_lag_stats
+        gauges = lag_stats.stats
+        truncate_on_fetch = self.truncate_on_fetch
+        # The leader answers in request order; look partitions up by name only if it did not.
+        in_order = len(asked) == len(answers)
+        sent: dict[TopicPartition, FetchPartition] | None = None
+        for i, pd in enumerate(answers):
+            tp = pd.tp
+            fp = asked[i] if in_order else None
+            if fp is None or (fp.tp is not tp and fp.tp != tp):
+                if sent is None:
+                    sent = {p.tp: p for p in asked}
+                fp = sent.get(tp)
+            current = state_value(tp)
+            if current is None or fp is None or fp.fetch_offset != current.fetch_offset \
+                    or current.state is not FETCHING or (
+                        current.delay_until_ms is not None and current.delay_until_ms > now):
+                continue
+            code = pd.error_code
+            if code != _NONE:
+                self._process_partition_error(tp, current, fp, code, errors)
+                continue
+            de = pd.diverging_epoch
+            if de is not None and truncate_on_fetch and de.leader_epoch >= 0:
+                diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
+                continue
             try:
-                de = pd.diverging_epoch
-                if self.truncate_on_fetch and de is not None and de.leader_epoch >= 0:
-                    diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
-                    return
-                info = self.process_partition_data(tp, current.fetch_offset, pd)
+                info = process_data(tp, current.fetch_offset, pd)
                 valid_bytes = info.valid_bytes
                 next_offset = info.last_offset + 1 if valid_bytes > 0 else current.fetch_offset
-                lag = max(0, pd.high_watermark - next_offset)
-                self.fetcher_lag_stats.get_and_maybe_put(tp).lag = lag
+                lag = pd.high_watermark - next_offset
+                if lag < 0:
+                    lag = 0
+                gauge = gauges.get(tp)
+                if gauge is None:
+                    gauge = lag_stats.get_and_maybe_put(tp)
+                gauge.lag = lag
+                # An idle partition (nothing appended, lag known) keeps its state object as is.
                 if (valid_bytes > 0 or current.lag is None) and tp in self.partition_states:
                     lle = info.last_leader_epoch
                     last_fetched_epoch = lle if lle is not None and lle >= 0 \
@@ -905,7 +932,13 @@ class ReplicaFetcher:
                 log.exception("%s: unexpected error processing %s at %d", self.name, tp,
                               current.fetch_offset)
                 self._mark_partition_failed(tp)
-        elif code == Errors.OFFSET_OUT_OF_RANGE:
+
+    def _process_partition_error(self, tp: TopicPartition, current: PartitionFetchState,
+                                 fp: FetchPartition, code: int,
+                                 errors: dict[TopicPartition, None]) -> None:
+        """A partition answered with an error code (§7.6)."""
+        request_epoch = fp.current_leader_epoch if fp.current_leader_epoch != NO_EPOCH else None
+        if code == Errors.OFFSET_OUT_OF_RANGE:
             if not self._handle_out_of_range(tp, current, request_epoch):
                 errors[tp] = None
         elif code == Errors.FENCED_LEADER_EPOCH:
@@ -925,7 +958,11 @@ class ReplicaFetcher:
         LEO, append as follower, HW := min(leader HW, own LEO) (it may go down), adopt the
         leader's log start offset (forward only), account throttled bytes. Returns the
         LogAppendInfo (an empty one when the leader sent no records)."""
-        partition, lg = self._local.partition_and_log(tp)
+        # getPartitionOrException and its localLogOrException (per partition: kept inline)
+        partition = self.replica_manager.partition(tp)
+        lg = partition.log if partition is not None else None
+        if lg is None:
+            raise NotLeaderOrFollowerError(f"no local log for {tp}")
         leo = lg.log_end_offset
         if fetch_offset != leo:
             raise IllegalStateError(

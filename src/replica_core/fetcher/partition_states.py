@@ -151,6 +151,35 @@ class PartitionStates(Generic[K, S]):
         """(partition, state) pairs in order."""
         return iter(self._map.items())
 
+    # -- whole-map passes over PartitionFetchState values (the fetcher's selections) ------------
+    # One Python loop each over the map; ColumnarPartitionStates answers the same from columns
+    # with native kernels (replica_core.fetcher.columnar).
+    def ready_items(self, now_ms: int) -> list[tuple[K, S]]:
+        """(partition, state) pairs ready for fetch — Fetching and not delayed — in order
+        (``isReadyForFetch``, the selection of ``buildFetch``, §7.5)."""
+        return [(tp, s) for tp, s in self._map.items()
+                if s.state is FETCHING  # type: ignore[attr-defined]
+                and (s.delay_until_ms is None  # type: ignore[attr-defined]
+                     or s.delay_until_ms <= now_ms)]  # type: ignore[attr-defined]
+
+    def truncating_items(self, now_ms: int) -> list[tuple[K, S]]:
+        """(partition, state) pairs Truncating and not delayed, in order (``isTruncating``)."""
+        return [(tp, s) for tp, s in self._map.items()
+                if s.state is TRUNCATING  # type: ignore[attr-defined]
+                and (s.delay_until_ms is None  # type: ignore[attr-defined]
+                     or s.delay_until_ms <= now_ms)]  # type: ignore[attr-defined]
+
+    def next_due(self, now_ms: int) -> int | None:
+        """The earliest ``delay_until_ms`` still in the future; None if no partition is delayed."""
+        due = [d for s in self._map.values()
+               if (d := s.delay_until_ms) is not None and d > now_ms]  # type: ignore[attr-defined]
+        return min(due) if due else None
+
+    def max_state_lag(self) -> int:
+        """The largest known ``lag`` of the states, 0 when none is known."""
+        return max(0, max((lag for s in self._map.values()
+                           if (lag := s.lag) is not None), default=0))  # type: ignore[attr-defined]
+
     def __iter__(self) -> Iterator[K]:
         return iter(self._map)
 

@@ -209,8 +209,9 @@ class ReplicaManager:
     # ---- lookups -----------------------------------------------------------------------------
     def partition(self, tp: TopicPartition | tuple[str, int]) -> Partition | None:
         """The hosted partition (leader_id, leader_epoch, isr, maximal_isr, high_watermark,
-        log_end_offset, log, is_leader), or None."""
-        return self._partitions.get(TopicPartition(*tp))
+        log_end_offset, log, is_leader), or None. (A TopicPartition hashes and compares as
+        the plain ``(topic, partition)`` tuple, so either finds it without a rebuild.)"""
+        return self._partitions.get(tp)  # type: ignore[arg-type]
 
     get_partition = partition
 
@@ -218,7 +219,7 @@ class ReplicaManager:
         return dict(self._partitions)
 
     def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
-        p = self._partitions.get(TopicPartition(*tp))
+        p = self._partitions.get(tp)  # type: ignore[arg-type]
         return p.log if p is not None else None
 
     def leader_partitions(self) -> list[Partition]:
