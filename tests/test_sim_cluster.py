@@ -225,3 +225,35 @@ def test_disk_storage_runs_and_cleans_up(tmp_path):
     assert all(d is None for d in [b._tmpdir for b in c.brokers.values()]) and dirs[0]
     with pytest.raises(ValueError):
         Cluster(1, seed=1, storage="disk").brokers[1].crash("power")
+
+
+def test_follower_fetch_check_catches_batches_out_of_order():
+    """The running check on fetch responses: one batch passes without a scan, two batches in
+    order pass, two out of order stop the run with offsets_increase."""
+    from replica_core.errors import Errors
+    from replica_core.records import build_batch
+    from replica_core.replication.messages import (
+        FetchPartitionResponse,
+        FetchResponse,
+        TopicPartition,
+    )
+    from replica_core.sim.invariants import InvariantViolation
+
+    c = Cluster(3, seed=5)
+    c.create_topic("t", 1, 3)
+    follower = next(b for b in c.partition_state("t", 0).replicas
+                    if b != c.partition_state("t", 0).leader)
+    tp = TopicPartition("t", 0)
+
+    def respond(*bases: int) -> FetchResponse:
+        records = b"".join(build_batch([b"x", b"y"], base_offset=b) for b in bases)
+        return FetchResponse(Errors.NONE, (FetchPartitionResponse(tp, Errors.NONE, 0, 0, 0, 0,
+                                                                  records),))
+
+    checker = c.checker
+    before = checker.checks["offsets"]
+    checker.follower_fetched(c.brokers[follower], respond(0), {})
+    checker.follower_fetched(c.brokers[follower], respond(0, 2, 4), {})
+    assert checker.checks["offsets"] == before + 2
+    with pytest.raises(InvariantViolation, match="offsets_increase"):
+        checker.follower_fetched(c.brokers[follower], respond(4, 2), {})

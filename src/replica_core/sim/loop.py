@@ -46,7 +46,7 @@ class EventLoop:
 
     @property
     def now(self) -> int:
-        return self.clock.milliseconds()
+        return self.clock._now  # noqa: SLF001 - the loop owns this clock; the hottest read
 
     @property
     def elapsed_ms(self) -> int:
@@ -57,14 +57,18 @@ class EventLoop:
         return np.random.default_rng(self.seed_sequence.spawn(1)[0])
 
     def call_at(self, at_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
-        at_ms = max(int(at_ms), self.now)
+        at_ms = int(at_ms)
+        now = self.clock._now  # noqa: SLF001
+        if at_ms < now:
+            at_ms = now
         timer = Timer(at_ms)
         heapq.heappush(self._queue, (at_ms, self._seq, timer, fn, args))
         self._seq += 1
         return timer
 
     def call_later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
-        return self.call_at(self.now + max(0, int(delay_ms)), fn, *args)
+        delay_ms = int(delay_ms)
+        return self.call_at(self.clock._now + (delay_ms if delay_ms > 0 else 0), fn, *args)  # noqa: SLF001
 
     def next_event_ms(self) -> int | None:
         while self._queue and self._queue[0][2].cancelled:

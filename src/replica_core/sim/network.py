@@ -68,9 +68,9 @@ class Network:
         self._cut.clear()
 
     def reachable(self, src: int, dst: int) -> bool:
-        if src in self._down or dst in self._down:
+        if self._down and (src in self._down or dst in self._down):
             return False
-        return frozenset((src, dst)) not in self._cut
+        return not self._cut or frozenset((src, dst)) not in self._cut
 
     # --- delivery ----------------------------------------------------------------------------
     def _transit_ms(self, src: int, dst: int, size: int) -> float | None:
