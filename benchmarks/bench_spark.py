@@ -1,6 +1,7 @@
-"""Strong scaling of a sweep on this machine: the same grid on local[1] and local[2].
+"""Strong scaling on this machine: the same sweep, and the same sharded cluster (fetcher
+lanes), on local[1] and local[2].
 
-    python benchmarks/bench_spark.py [--runs 8] [--partitions 150] [--duration 20]
+    python benchmarks/bench_spark.py [--runs 8] [--partitions 150] [--duration 20] [--lanes 4]
 
 Reports wall time per master, speed-up, efficiency = speed-up / cores (target >= 0.8), and the
 fixed costs users size tasks with: session start-up (per job) and an empty task (per task).
@@ -51,6 +52,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--partitions", type=int, default=150)
     ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--lanes", type=int, default=4,
+                    help="fetcher lanes of the sharded-cluster measurement (1: skip it)")
     ap.add_argument("--repeats", type=int, default=2,
                     help="rounds of local[1], local[2], local[2], local[1] (order swapped so "
                     "drift on a shared machine hits both alike); medians reported")
@@ -83,6 +86,39 @@ def main() -> None:
           f"{statistics.median(starts['local[2]']):.2f} s   per-task overhead: "
           f"{statistics.median(tasks['local[1]']) * 1e3:.1f} ms / "
           f"{statistics.median(tasks['local[2]']) * 1e3:.1f} ms")
+    if a.lanes > 1:
+        sharded(a)
+
+
+def sharded(a: argparse.Namespace) -> None:
+    """One cluster split into ``a.lanes`` fetcher lanes: local[1] vs local[2], order swapped."""
+    from replica_core.sim.report import dumps_canonical
+    from replica_core.sim.run import run_scenario
+    from replica_core.sim.scenario import default_scenario_path, load
+
+    scenario = load(default_scenario_path(), {
+        "fetcher_lanes": True, "num.replica.fetchers": a.lanes, "duration_s": a.duration,
+        "topics.0.partitions": a.partitions * a.runs // 2})
+    t0 = time.perf_counter()
+    single = dumps_canonical(run_scenario(scenario)[0])
+    serial = time.perf_counter() - t0
+    times: dict[str, list[float]] = {"local[1]": [], "local[2]": []}
+    for _ in range(a.repeats):
+        for master in ("local[1]", "local[2]", "local[2]", "local[1]"):
+            session = rc_spark._session(master, f"bench-shard-{master}")
+            cores = session.sparkContext.defaultParallelism
+            session.sparkContext.parallelize(range(cores * 4), cores * 4).map(
+                lambda _: __import__("replica_core.sim.run").__name__).count()
+            t = time.perf_counter()
+            summary, _, _ = rc_spark.run_sharded(scenario, spark=session)
+            times[master].append(time.perf_counter() - t)
+            session.stop()
+            assert dumps_canonical(summary) == single, "sharded summary must equal one process"
+    one, two = statistics.median(times["local[1]"]), statistics.median(times["local[2]"])
+    print(f"sharded cluster: {scenario.total_partitions} partitions in {a.lanes} lanes, "
+          f"{a.duration:g} s simulated; one process {serial:.2f} s")
+    print(f"local[1]: median {one:.2f} s   local[2]: median {two:.2f} s   speed-up "
+          f"{one / two:.2f}x   efficiency {one / two / 2:.2f}")
 
 
 if __name__ == "__main__":
