@@ -497,3 +497,30 @@ def test_fresh_directory_open_matches_loading_an_empty_directory(start, recovery
         lg.append_as_leader(build_batch([b"x"]), leader_epoch=0)
         assert lg.log_end_offset == start + 1
     assert results[0] == results[1]
+
+
+def test_unchanged_checkpoint_is_not_rewritten_but_changes_and_losses_are():
+    """LogManager rewrites a checkpoint only when its entries changed since it last made them
+    durable, or the file went missing; the bytes are always those of the current entries."""
+    from replica_core.storage.log_manager import LogManager
+
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    lm = LogManager(["/d"], LogConfig(), medium=medium, clock=ManualClock(0))
+    lm.startup()
+    lg = lm.create_log("t", 0)
+    lg.append_as_leader(build_batch([b"a", b"b"]), leader_epoch=0)
+    writes = []
+    real = medium.write_atomic
+    medium.write_atomic = lambda path, data: (writes.append(path), real(path, data))[1]
+    path = "/d/replication-offset-checkpoint"
+    lm.checkpoint_high_watermarks()
+    assert writes == [path] and medium.read_bytes(path) == b"0\n1\nt 0 0\n"
+    lm.checkpoint_high_watermarks()
+    assert writes == [path]  # nothing changed: not rewritten
+    lg.update_high_watermark(2)
+    lm.checkpoint_high_watermarks()
+    assert writes == [path, path] and medium.read_bytes(path) == b"0\n1\nt 0 2\n"
+    medium.remove(path)
+    lm.checkpoint_high_watermarks()
+    assert len(writes) == 3 and medium.read_bytes(path) == b"0\n1\nt 0 2\n"

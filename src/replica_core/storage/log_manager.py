@@ -68,7 +68,9 @@ class LogManager:
     """Opens, tracks, checkpoints and shuts down the logs under ``log_dirs``.
 
     Call :meth:`startup` to load (or use :func:`load_log_dir`). ``topic_configs`` maps a topic
-    name to its LogConfig; others use ``config``.
+    name to its LogConfig; others use ``config``. A checkpoint whose entries are those this
+    manager last wrote (and made durable) is not written again — Kafka rewrites it on every
+    interval; the file's bytes are the same either way.
     """
 
     def __init__(
@@ -110,6 +112,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._dir_count: dict[str, int] = {}
+        # checkpoint path -> the entries this manager last wrote there (and made durable)
+        self._written: dict[str, dict[TopicPartition, int]] = {}
         self.loads: dict[str, LogDirLoad] = {}
         self.offline_dirs: set[str] = set()
         self.started = False
@@ -336,6 +340,8 @@ class LogManager:
 
     # --- checkpoints (§1.10) --------------------------------------------------------------
     def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
+        if len(self.log_dirs) == 1 and log_dir in self.log_dirs:
+            return dict(self._logs)  # one log dir holds every log
         return {tp: lg for tp, lg in self._logs.items() if self._log_dir_of.get(tp) == log_dir}
 
     def _checkpoint_dir(
@@ -350,10 +356,17 @@ class LogManager:
         if log_dir in self.offline_dirs:
             return
         entries = {tp: int(value(lg)) for tp, lg in self._logs_in(log_dir).items() if include(lg)}
+        path = os.path.join(log_dir, name)
+        last = self._written.get(path)
+        if last is not None and last == entries and self.medium.exists(path):
+            return  # same content as this manager last made durable: rewriting changes nothing
         try:
-            OffsetCheckpointFile(self.medium, os.path.join(log_dir, name)).write(entries)
+            OffsetCheckpointFile(self.medium, path).write(entries)
         except OSError as e:
+            self._written.pop(path, None)
             self._mark_offline(log_dir, f"writing {name}: {e}")
+        else:
+            self._written[path] = entries
 
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in every online log dir."""
