@@ -534,3 +534,31 @@ def test_unusual_arguments_behave_as_the_general_path(kw):
                                                                     "producer"))
 
     assert public == _outcome(general)
+
+
+# --- validate_assign_fast: the one-call entry of records.validate_and_assign_offsets ------------
+@pytest.mark.parametrize("name", BATCH_IDS)
+@pytest.mark.parametrize("setting", range(len(SETTINGS)))
+def test_validate_assign_fast_parity(name, setting):
+    """Native and twin give the same result object (or both decline), and it carries what
+    leader_append_fast computes for the same call without a CRC check."""
+    from replica_core.records import ValidationResult
+
+    lat, compacted, client, before, after, target = SETTINGS[setting]
+    buf = BATCHES[name]
+    args = (buf, 500, 3, NOW, before, after, lat, compacted, client, MMB, target, ValidationResult)
+    got = _outcome(native.validate_assign_fast, *args)
+    expected = _outcome(twin.validate_assign_fast, *args)
+    assert got[:2] == expected[:2] and (got[0] == "error" or got == expected)
+    raw = native.leader_append_fast(buf, 500, 3, NOW, before, after, lat, compacted, client,
+                                    False, MMB, target)
+    if raw[0] != native.FAST_OK:
+        assert got == ("ok", None)
+    else:
+        res = got[1]
+        assert type(res) is ValidationResult and bytes(res.buffer) == bytes(raw[1])
+        assert (res.first_offset, res.last_offset, res.max_timestamp, res.num_records) == (
+            500, raw[2], raw[3], raw[4])
+        assert res.log_append_time == (NOW if lat else -1)
+        assert res.shallow_offset_of_max_timestamp == raw[2]
+        assert res.message_size_maybe_changed is False

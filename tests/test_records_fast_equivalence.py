@@ -11,10 +11,16 @@ from replica_core.records import validator
 NOW = 1_700_000_000_000
 
 
+def no_fast_path(m):
+    """Make validate_and_assign_offsets take its general path only."""
+    m.setattr(validator, "_run_fast", lambda *a, **k: None)
+    m.setattr(validator, "_validate_assign_fast", lambda *a, **k: None)
+
+
 def both(monkeypatch, batch, **kw):
     fast = records.validate_and_assign_offsets(batch, 500, 7, NOW, **kw)
     with monkeypatch.context() as m:
-        m.setattr(validator, "_run_fast", lambda *a, **k: None)
+        no_fast_path(m)
         slow = records.validate_and_assign_offsets(batch, 500, 7, NOW, **kw)
     return fast, slow
 
@@ -51,7 +57,7 @@ def test_errors_match_general_path(monkeypatch, kw):
     for disable in (False, True):
         with monkeypatch.context() as m:
             if disable:
-                m.setattr(validator, "_run_fast", lambda *a, **k: None)
+                no_fast_path(m)
             try:
                 records.validate_and_assign_offsets(batch, 0, 0, NOW, **kw)
                 errors.append(None)
@@ -64,6 +70,21 @@ def test_errors_match_general_path(monkeypatch, kw):
 
 def test_fast_path_is_taken_for_a_plain_client_batch(monkeypatch):
     taken = []
+    real = validator._validate_assign_fast
+
+    def spy(*a, **k):
+        res = real(*a, **k)
+        taken.append(res is not None)
+        return res
+
+    monkeypatch.setattr(validator, "_validate_assign_fast", spy)
+    res = records.validate_and_assign_offsets(records.build_batch([b"a", b"b"]), 0, 0, NOW)
+    assert taken == [True] and type(res) is records.ValidationResult and res.last_offset == 1
+
+
+def test_compressed_batches_take_the_two_call_fast_path(monkeypatch):
+    """A compressed batch: the one-call entry declines (records needed), _run_fast finishes."""
+    taken = []
     real = validator._run_fast
 
     def spy(*a, **k):
@@ -72,5 +93,6 @@ def test_fast_path_is_taken_for_a_plain_client_batch(monkeypatch):
         return res
 
     monkeypatch.setattr(validator, "_run_fast", spy)
-    records.validate_and_assign_offsets(records.build_batch([b"a", b"b"]), 0, 0, NOW)
-    assert taken == [True]
+    batch = records.build_batch([b"a" * 20, b"b"], compression="lz4")
+    res = records.validate_and_assign_offsets(batch, 10, 0, NOW)
+    assert taken == [True] and res.first_offset == 10 and res.last_offset == 11

@@ -1,7 +1,10 @@
-from collections.abc import Buffer
+from collections.abc import Buffer, Callable
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+_R = TypeVar("_R")
 
 COL_POSITION: int
 COL_SIZE: int
@@ -80,3 +83,18 @@ def leader_append_fast(
     target_codec: int,
     records: Buffer | None = None,
 ) -> tuple[int, bytearray | None, int, int, int, int, int, int, int]: ...
+
+def validate_assign_fast(
+    buf: Buffer,
+    next_offset: int,
+    leader_epoch: int,
+    now_ms: int,
+    before_max_ms: int,
+    after_max_ms: int,
+    log_append_time: bool,
+    compacted: bool,
+    client: bool,
+    max_message_bytes: int,
+    target_codec: int,
+    result_type: Callable[..., _R],
+) -> _R | None: ...

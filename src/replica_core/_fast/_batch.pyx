@@ -900,20 +900,19 @@ cdef void fast_stamp(unsigned char *o, const unsigned char *b, Py_ssize_t n, bin
         rcb_put32(o + 17, rc_crc32c(o + CRC_START, <size_t>(n - CRC_START)))
 
 
-def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t now_ms,
-                       int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
-                       bint compacted, bint client, bint analyze, int64_t max_message_bytes,
-                       int64_t target_codec, records=None):
-    """The leader's append of one v2 batch in one pass (contract: "Batch kernels"):
-    ``(status, out, last_offset, max_timestamp, count, codec, base_offset,
-    source_last_offset, source_leader_epoch)``."""
+cdef object _append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t now_ms,
+                         int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
+                         bint compacted, bint client, bint analyze, int64_t max_message_bytes,
+                         int64_t target_codec, records, int *status_out, FastHeader *h,
+                         int64_t *new_max_out):
+    """The body of :func:`leader_append_fast`: the stamped copy (None unless F_OK), the status,
+    the header fields and the new max timestamp through the pointers."""
     cdef Py_buffer pb
     cdef Py_buffer pr
     cdef bint have_records = False
     cdef const unsigned char *b
     cdef const unsigned char *area
     cdef Py_ssize_t n, area_len
-    cdef FastHeader h
     cdef CheckResult res = CheckResult(-1, -1, -1, R_OK, 1)
     cdef int status
     cdef int64_t new_max
@@ -925,7 +924,7 @@ def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t n
         b = <const unsigned char *>pb.buf
         n = pb.len
         status = fast_header(b, n, next_offset, leader_epoch, client, analyze,
-                             max_message_bytes, target_codec, &h)
+                             max_message_bytes, target_codec, h)
         if status == F_OK and analyze:
             # before any decompression, as Kafka checks the CRC in analyzeAndValidateRecords
             if n >= NOGIL_MIN_BYTES:
@@ -936,10 +935,12 @@ def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t n
             if not crc_ok:
                 status = F_REJECTED
         if status != F_OK:
-            return (status, None, -1, -1, -1, -1, -1, -1, -1)
+            status_out[0] = status
+            return None
         if h.codec != 0:
             if records is None:
-                return (F_NEED_RECORDS, None, -1, -1, -1, h.codec, -1, -1, -1)
+                status_out[0] = F_NEED_RECORDS
+                return None
             _acquire(records, &pr, False)
             have_records = True
             area = <const unsigned char *>pr.buf
@@ -950,12 +951,13 @@ def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t n
         if area_len >= NOGIL_MIN_BYTES:
             with nogil:
                 status = fast_check(area, area_len, now_ms, before_max_ms, after_max_ms,
-                                    log_append_time, compacted, &h, &res)
+                                    log_append_time, compacted, h, &res)
         else:
             status = fast_check(area, area_len, now_ms, before_max_ms, after_max_ms,
-                                log_append_time, compacted, &h, &res)
+                                log_append_time, compacted, h, &res)
         if status != F_OK:
-            return (status, None, -1, -1, -1, -1, -1, -1, -1)
+            status_out[0] = status
+            return None
         if log_append_time:
             new_max = now_ms
         else:
@@ -964,12 +966,54 @@ def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t n
         o = <unsigned char *>PyByteArray_AS_STRING(out)
         if n >= NOGIL_MIN_BYTES:
             with nogil:
-                fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, &h)
+                fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, h)
         else:
-            fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, &h)
+            fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, h)
     finally:
         if have_records:
             PyBuffer_Release(&pr)
         PyBuffer_Release(&pb)
+    status_out[0] = F_OK
+    new_max_out[0] = new_max
+    return out
+
+
+def leader_append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t now_ms,
+                       int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
+                       bint compacted, bint client, bint analyze, int64_t max_message_bytes,
+                       int64_t target_codec, records=None):
+    """The leader's append of one v2 batch in one pass (contract: "Batch kernels"):
+    ``(status, out, last_offset, max_timestamp, count, codec, base_offset,
+    source_last_offset, source_leader_epoch)``."""
+    cdef FastHeader h
+    cdef int status = F_REJECTED
+    cdef int64_t new_max = -1
+    out = _append_fast(buf, next_offset, leader_epoch, now_ms, before_max_ms, after_max_ms,
+                       log_append_time, compacted, client, analyze, max_message_bytes,
+                       target_codec, records, &status, &h, &new_max)
+    if status == F_NEED_RECORDS:
+        return (F_NEED_RECORDS, None, -1, -1, -1, h.codec, -1, -1, -1)
+    if status != F_OK:
+        return (status, None, -1, -1, -1, -1, -1, -1, -1)
     return (F_OK, out, h.last_offset, new_max, h.count, h.codec, h.out_base_offset,
             h.source_last_offset, h.leader_epoch)
+
+
+def validate_assign_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t now_ms,
+                         int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
+                         bint compacted, bint client, int64_t max_message_bytes,
+                         int64_t target_codec, result_type):
+    """:func:`leader_append_fast` (no CRC check) for ``records.validate_and_assign_offsets``:
+    ``result_type(out, next_offset, last_offset, max_timestamp, last_offset,
+    log_append_time_or_-1, False, count)`` when it finished, else None (the caller takes its
+    other paths, which also raise the exact errors)."""
+    cdef FastHeader h
+    cdef int status = F_REJECTED
+    cdef int64_t new_max = -1
+    out = _append_fast(buf, next_offset, leader_epoch, now_ms, before_max_ms, after_max_ms,
+                       log_append_time, compacted, client, False, max_message_bytes,
+                       target_codec, None, &status, &h, &new_max)
+    if status != F_OK:
+        return None
+    return result_type(out, next_offset, h.last_offset, new_max, h.last_offset,
+                       new_max if log_append_time else -1, False, h.count)

@@ -432,6 +432,23 @@ def _fast_header(mv: memoryview, n: int, next_offset: int, leader_epoch: int, cl
             out_base, source_last)
 
 
+def validate_assign_fast(buf: Any, next_offset: int, leader_epoch: int, now_ms: int,
+                         before_max_ms: int, after_max_ms: int, log_append_time: bool,
+                         compacted: bool, client: bool, max_message_bytes: int,
+                         target_codec: int, result_type: Any) -> Any:
+    """:func:`leader_append_fast` (no CRC check) for ``records.validate_and_assign_offsets``:
+    ``result_type(out, next_offset, last_offset, max_timestamp, last_offset,
+    log_append_time_or_-1, False, count)`` when it finished, else None."""
+    res = leader_append_fast(buf, next_offset, leader_epoch, now_ms, before_max_ms,
+                             after_max_ms, log_append_time, compacted, client, False,
+                             max_message_bytes, target_codec)
+    if res[0] != FAST_OK:
+        return None
+    last, new_max = res[2], res[3]
+    return result_type(res[1], int(next_offset), last, new_max, last,
+                       new_max if log_append_time else -1, False, res[4])
+
+
 def leader_append_fast(buf: Any, next_offset: int, leader_epoch: int, now_ms: int,
                        before_max_ms: int, after_max_ms: int, log_append_time: bool,
                        compacted: bool, client: bool, analyze: bool, max_message_bytes: int,

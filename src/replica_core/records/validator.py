@@ -76,9 +76,14 @@ C = kernels
 _FAST_OK = kernels.FAST_OK
 _FAST_NEED_RECORDS = kernels.FAST_NEED_RECORDS
 _leader_append_fast = kernels.leader_append_fast
+_validate_assign_fast = kernels.validate_assign_fast
 # timestamp_type spellings timestamp_type_of() accepts, as they usually come (exact strings)
 _FAST_TIMESTAMP_TYPES = {"create": False, "CreateTime": False, "log_append": True,
                          "LogAppendTime": True}
+# compression.type spellings with a fast-path target codec (−1: keep the producer's), exact
+_FAST_TARGETS = {"producer": -1, **{name: cid for cid, name in CODEC_NAMES.items()}}
+# append origins by exact name → "client" rules apply
+_ORIGIN_CLIENT = {"client": True, "replication": False, "coordinator": False}
 # What a bad argument makes the kernel raise; the general path then raises its own error.
 _FAST_ARG_ERRORS = (OverflowError, TypeError, BufferError, ValueError)
 
@@ -366,17 +371,27 @@ def validate_and_assign_offsets(
     # The common case in one fused kernel call. The kernel only accepts int64-sized integers,
     # for which the conversions below cannot fail, so trying it before them changes no error:
     # anything it declines (errors included) takes the general path, which raises them.
-    log_append = _FAST_TIMESTAMP_TYPES.get(timestamp_type) \
-        if type(timestamp_type) is str and type(origin) is str else None
-    if log_append is not None and origin in ORIGINS:
-        target = fast_target_codec(target_compression)
-        if target is not None:
-            res = _run_fast(buffer, next_offset, leader_epoch, now_ms, before, after, log_append,
-                            compacted, origin == "client", False, max_message_bytes, target)
+    # (Dict lookups of exact strings, one kernel call inline: this glue is per produced batch.)
+    if type(timestamp_type) is str and type(target_compression) is str and type(origin) is str:
+        log_append = _FAST_TIMESTAMP_TYPES.get(timestamp_type)
+        target = _FAST_TARGETS.get(target_compression)
+        client = _ORIGIN_CLIENT.get(origin)
+        if log_append is not None and target is not None and client is not None:
+            try:
+                done = _validate_assign_fast(buffer, next_offset, leader_epoch, now_ms, before,
+                                             after, log_append, compacted, client,
+                                             max_message_bytes, target, ValidationResult)
+            except _FAST_ARG_ERRORS:
+                done = None
+            if done is not None:
+                return done
+            # compressed input needs its records decompressed; anything else goes general
+            res = _run_fast(buffer, next_offset, leader_epoch, now_ms, before, after,
+                            log_append, compacted, client, False, max_message_bytes, target)
             if res is not None:
-                last, max_ts = res[2], res[3]
-                return ValidationResult(res[1], int(next_offset), last, max_ts, last,
-                                        max_ts if log_append else NO_TIMESTAMP, False, res[4])
+                last = res[2]
+                return ValidationResult(res[1], int(next_offset), last, res[3], last,
+                                        res[3] if log_append else NO_TIMESTAMP, False, res[4])
     _check_origin(origin)
     # the topic's values, converted in the order (and with the errors) of the general path
     topic = _Topic(int(next_offset), int(leader_epoch), int(now_ms),
