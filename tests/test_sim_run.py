@@ -188,3 +188,17 @@ def test_sharded_example_runs_its_lanes_shrunk():
     assert summary["fetcher_lanes"] == 8 and summary["partitions"] == 160
     assert summary["lost_acked_records"] == 0 and summary["diverged_partitions"] == 0
     assert summary["crashes"] == 1 and summary["leader_elections"] > 0
+
+
+@pytest.mark.parametrize("argv", [["shard", "default"], ["sweep", "examples/grids/durability.toml"]])
+def test_spark_commands_without_pyspark_say_how_to_get_it(argv, monkeypatch, capsys):
+    import importlib.util
+
+    from replica_core import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "pyspark" else real(name, *a))
+    argv = [a if not a.startswith("examples/") else str(sc.examples_dir() / a[9:]) for a in argv]
+    assert cli.main(argv) == 2
+    assert "needs PySpark" in capsys.readouterr().err

@@ -5,6 +5,7 @@ Subcommands import their layer lazily so that ``--help`` and ``--version`` stay 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -135,6 +136,22 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _need_spark(prog: str) -> bool:
+    """PySpark (and a JVM) are optional: say how to get them instead of a traceback."""
+    import importlib.util
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        print(f"{prog}: needs PySpark: pip install \"replica-core[spark]\" (or pip install "
+              "'.[spark]' in a checkout), and Java 17", file=sys.stderr)
+        return False
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        print(f"{prog}: PySpark needs a JVM: install Java 17 (java on PATH or JAVA_HOME)",
+              file=sys.stderr)
+        return False
+    return True
+
+
 def _cmd_shard(args: argparse.Namespace) -> int:
     from replica_core.errors import InvalidConfigurationError
     from replica_core.sim.invariants import InvariantViolation
@@ -143,6 +160,8 @@ def _cmd_shard(args: argparse.Namespace) -> int:
 
     scenario = _load_scenario(args, "replica-core shard", {"fetcher_lanes": True})
     if scenario is None:
+        return 2
+    if not _need_spark("replica-core shard"):
         return 2
     lanes = lane_count(scenario)
     if lanes == 1:
@@ -180,6 +199,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         grid = load_grid(args.grid)
     except (InvalidConfigurationError, OSError) as exc:
         print(f"replica-core sweep: {exc}", file=sys.stderr)
+        return 2
+    if not _need_spark("replica-core sweep"):
         return 2
     out = Path(args.out or Path("out") / f"sweep-{Path(args.grid).stem}")
     print(f"{len(grid.rows())} runs: {grid.n_configs} configurations x {grid.seeds} seeds "
