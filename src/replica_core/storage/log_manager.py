@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,16 @@ class LogDirLoad:
     @property
     def complete(self) -> bool:
         return self.failed is None
+
+
+# what each offset checkpoint records per log
+_RECOVERY_POINT = operator.attrgetter("recovery_point")
+_HIGH_WATERMARK = operator.attrgetter("high_watermark")
+_LOG_START_OFFSET = operator.attrgetter("log_start_offset")
+
+
+def _LOG_START_ABOVE_FIRST_SEGMENT(lg: Log) -> bool:  # noqa: N802 - a constant-like predicate
+    return lg.log_start_offset > lg.segments.first.base_offset
 
 
 class LogManager:
@@ -332,7 +343,7 @@ class LogManager:
             if lg is not None and lg.truncate_to(offset):
                 dirs.add(self._log_dir_of[tp])
         for d in dirs:
-            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, _RECOVERY_POINT)
 
     def flush_dirty_logs(self) -> int:
         """The ``flush.ms`` scheduler: flush every overdue log; returns how many were flushed."""
@@ -349,13 +360,17 @@ class LogManager:
         log_dir: str,
         name: str,
         value: Callable[[Log], int],
-        include: Callable[[Log], bool] = lambda lg: True,
+        include: Callable[[Log], bool] | None = None,
     ) -> None:
         from replica_core.storage.checkpoint import OffsetCheckpointFile
 
         if log_dir in self.offline_dirs:
             return
-        entries = {tp: int(value(lg)) for tp, lg in self._logs_in(log_dir).items() if include(lg)}
+        logs = self._logs_in(log_dir)
+        if include is None:
+            entries = {tp: value(lg) for tp, lg in logs.items()}
+        else:
+            entries = {tp: value(lg) for tp, lg in logs.items() if include(lg)}
         path = os.path.join(log_dir, name)
         last = self._written.get(path)
         if last is not None and last == entries and self.medium.exists(path):
@@ -371,7 +386,7 @@ class LogManager:
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in every online log dir."""
         for d in self.log_dirs:
-            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+            self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, _RECOVERY_POINT)
 
     def checkpoint_log_start_offsets(self) -> None:
         """Write ``log-start-offset-checkpoint``: only logs whose LSO is above their first segment."""
@@ -379,14 +394,14 @@ class LogManager:
             self._checkpoint_dir(
                 d,
                 LOG_START_OFFSET_CHECKPOINT_FILE,
-                lambda lg: lg.log_start_offset,
-                lambda lg: lg.log_start_offset > lg.segments.first.base_offset,
+                _LOG_START_OFFSET,
+                _LOG_START_ABOVE_FIRST_SEGMENT,
             )
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (ReplicaManager's job in Kafka)."""
         for d in self.log_dirs:
-            self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
+            self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, _HIGH_WATERMARK)
 
     # --- shutdown ------------------------------------------------------------------------
     def shutdown(self, broker_epoch: int | None = None) -> None:
@@ -400,14 +415,14 @@ class LogManager:
                 for lg in logs.values():
                     if not lg.closed:
                         lg.flush()
-                self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, lambda lg: lg.recovery_point)
+                self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, _RECOVERY_POINT)
                 self._checkpoint_dir(
                     d,
                     LOG_START_OFFSET_CHECKPOINT_FILE,
-                    lambda lg: lg.log_start_offset,
-                    lambda lg: lg.log_start_offset > lg.segments.first.base_offset,
+                    _LOG_START_OFFSET,
+                    _LOG_START_ABOVE_FIRST_SEGMENT,
                 )
-                self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, lambda lg: lg.high_watermark)
+                self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, _HIGH_WATERMARK)
                 for lg in logs.values():
                     lg.close()
                 load = self.loads.get(d)
