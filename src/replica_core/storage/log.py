@@ -138,9 +138,11 @@ class Log:
         next_offset_metadata: LogOffsetMetadata,
         leader_epoch_cache: Any,
         recovery_report: RecoveryReport | None = None,
+        topic_partition: tuple[str, int] | None = None,
     ) -> None:
         self.dir = dir
-        self.topic, self.partition = parse_topic_partition(dir)
+        self.topic, self.partition = (parse_topic_partition(dir) if topic_partition is None
+                                      else topic_partition)
         self.medium = medium
         self.clock = clock
         self._segments = segments
@@ -188,10 +190,10 @@ class Log:
 
             config = LogConfig()
         dir = os.fspath(partition_dir)
-        parse_topic_partition(dir)
+        tp = parse_topic_partition(dir)
         if not medium.exists(dir):
             return cls._create(dir, config, medium, clock, log_start_offset,
-                               min(recovery_point, log_start_offset), had_clean_shutdown)
+                               min(recovery_point, log_start_offset), had_clean_shutdown, tp)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -216,11 +218,12 @@ class Log:
             next_offset_metadata=loaded.next_offset_metadata,
             leader_epoch_cache=cache,
             recovery_report=report,
+            topic_partition=tp,
         )
 
     @classmethod
     def _create(cls, dir: str, config: Any, medium: Any, clock: Any, log_start_offset: int,
-                recovery_point: int, had_clean_shutdown: bool) -> Log:
+                recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int]) -> Log:
         """A brand-new partition directory: what loading an empty one yields (one empty segment
         at the log start offset with pre-allocated indexes, an empty epoch cache), without
         listing or scanning anything."""
@@ -244,6 +247,7 @@ class Log:
             next_offset_metadata=LogOffsetMetadata(log_start_offset, log_start_offset, 0),
             leader_epoch_cache=cache,
             recovery_report=report,
+            topic_partition=tp,
         )
 
     def update_config(self, config: Any) -> None:
