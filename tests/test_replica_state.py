@@ -382,6 +382,7 @@ def random_columns(rng: np.random.Generator, P: int, R: int) -> SimpleNamespace:
     return SimpleNamespace(
         leader_leo=leader_leo.astype(np.int64),
         hw=np.minimum(rng.integers(0, 12, P), leader_leo).astype(np.int64),
+        leader_epoch=rng.integers(-1, 4, P).astype(np.int32),
         epoch_start_offset=rng.integers(-1, 12, P).astype(np.int64),
         min_isr=rng.integers(1, R + 2, P).astype(np.int32),
         n_replicas=n_rep,

@@ -30,6 +30,30 @@ class ReplicaStateKernels:
         broker_epoch: int,
         leo_changed: npt.NDArray[np.uint8],
     ) -> int: ...
+    def session_fetch(
+        self,
+        rows: npt.NDArray[np.int64],
+        slots: npt.NDArray[np.int64],
+        fetch_offsets: npt.NDArray[np.int64],
+        log_starts: npt.NDArray[np.int64],
+        sent_hw: npt.NDArray[np.int64],
+        req_epochs: npt.NDArray[np.int64],
+        changed: npt.NDArray[np.uint8],
+        n: int,
+        apply_quiet: bool,
+        fetch_time_ms: int,
+        broker_epoch: int,
+        out: npt.NDArray[np.int64],
+    ) -> int: ...
+    def session_pending(
+        self,
+        rows: npt.NDArray[np.int64],
+        fetch_offsets: npt.NDArray[np.int64],
+        sent_hw: npt.NDArray[np.int64],
+        req_epochs: npt.NDArray[np.int64],
+        n: int,
+        out: npt.NDArray[np.int64],
+    ) -> int: ...
     def is_caught_up(self, p: int, r: int, now_ms: int, max_lag_ms: int) -> bool: ...
     def hw_candidate(self, p: int, now_ms: int, max_lag_ms: int) -> int: ...
     def maybe_increment_hw(self, p: int, now_ms: int, max_lag_ms: int) -> bool: ...

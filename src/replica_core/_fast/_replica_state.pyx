@@ -25,6 +25,7 @@ cdef struct Cols:
     Py_ssize_t R
     int64_t* leader_leo
     int64_t* hw
+    int32_t* epoch
     int64_t* epoch_start
     int32_t* min_isr
     int32_t* n_rep
@@ -150,6 +151,7 @@ cdef class ReplicaStateKernels:
     def __init__(self, cols, Py_ssize_t max_replicas):
         cdef int64_t[::1] leader_leo = cols.leader_leo, hw = cols.hw
         cdef int64_t[::1] epoch_start = cols.epoch_start_offset
+        cdef int32_t[::1] epoch = cols.leader_epoch
         cdef int32_t[::1] min_isr = cols.min_isr, n_rep = cols.n_replicas
         cdef uint8_t[::1] state = cols.isr_state, active = cols.active
         cdef int64_t[::1] leo = _flat(cols.leo), lso = _flat(cols.log_start_offset)
@@ -162,7 +164,7 @@ cdef class ReplicaStateKernels:
         cdef Py_ssize_t P = leader_leo.shape[0], PR = P * max_replicas
         if max_replicas < 1 or P < 1:
             raise ValueError("need at least one partition and one replica slot")
-        for n in (hw.shape[0], epoch_start.shape[0], min_isr.shape[0], n_rep.shape[0],
+        for n in (hw.shape[0], epoch.shape[0], epoch_start.shape[0], min_isr.shape[0], n_rep.shape[0],
                   state.shape[0], active.shape[0]):
             if n != P:
                 raise ValueError("column shapes disagree")
@@ -172,11 +174,12 @@ cdef class ReplicaStateKernels:
                 raise ValueError("column shapes disagree")
         self.num_partitions = P
         self.max_replicas = max_replicas
-        self._keep = (leader_leo, hw, epoch_start, min_isr, n_rep, state, active, leo, lso, lfl,
+        self._keep = (leader_leo, hw, epoch, epoch_start, min_isr, n_rep, state, active, leo, lso, lfl,
                       lft, lcu, bep, in_isr, in_max, elig)
         self.c.R = max_replicas
         self.c.leader_leo = &leader_leo[0]
         self.c.hw = &hw[0]
+        self.c.epoch = &epoch[0]
         self.c.epoch_start = &epoch_start[0]
         self.c.min_isr = &min_isr[0]
         self.c.n_rep = &n_rep[0]
@@ -247,6 +250,91 @@ cdef class ReplicaStateKernels:
                 leo_changed[k] = flag
                 changed += flag
         return changed
+
+    # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
+    cdef int _check_session(self, const int64_t[::1] rows, const int64_t[::1] slots,
+                            Py_ssize_t n) except -1:
+        cdef Py_ssize_t k, bad = -1, P = self.num_partitions
+        cdef int64_t p, r
+        cdef Cols c = self.c
+        with nogil:
+            for k in range(n):
+                p = rows[k]
+                if p < 0:
+                    continue
+                r = slots[k]
+                if p >= P or r < 1 or r >= c.n_rep[p]:
+                    bad = k
+                    break
+        if bad >= 0:
+            raise IndexError(f"no follower slot ({rows[bad]}, {slots[bad]})")
+        return 0
+
+    cpdef Py_ssize_t session_fetch(self, const int64_t[::1] rows, const int64_t[::1] slots,
+                                   const int64_t[::1] fetch_offsets,
+                                   const int64_t[::1] log_starts, const int64_t[::1] sent_hw,
+                                   const int64_t[::1] req_epochs, const uint8_t[::1] changed,
+                                   Py_ssize_t n, bint apply_quiet, int64_t fetch_time_ms,
+                                   int64_t broker_epoch, int64_t[::1] out) except -1:
+        """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
+        order, those to read and returns their count; a quiet entry (led here, in the maximal
+        ISR, caught up, same HW and epoch as last sent, not changed by this request) gets the
+        §6.2 fetch-state update at once when ``apply_quiet``. Not led here (``rows[k] < 0``):
+        read only when changed, to answer its error."""
+        cdef Py_ssize_t k, m = 0, i
+        cdef int64_t p, f
+        cdef Cols c = self.c
+        if (rows.shape[0] < n or slots.shape[0] < n or fetch_offsets.shape[0] < n
+                or log_starts.shape[0] < n or sent_hw.shape[0] < n or req_epochs.shape[0] < n
+                or changed.shape[0] < n or out.shape[0] < n):
+            raise ValueError("session arrays shorter than n")
+        self._check_session(rows, slots, n)
+        with nogil:
+            for k in range(n):
+                p = rows[k]
+                if p < 0:
+                    if changed[k]:
+                        out[m] = k
+                        m += 1
+                    continue
+                f = fetch_offsets[k]
+                i = p * c.R + slots[k]
+                if (changed[k] or c.leader_leo[p] != f or c.hw[p] != sent_hw[k] or c.leo[i] != f
+                        or c.epoch[p] != req_epochs[k] or not c.in_max[i]):
+                    out[m] = k
+                    m += 1
+                elif apply_quiet:
+                    _fetch(c, i, f, log_starts[k], fetch_time_ms, c.leader_leo[p], broker_epoch)
+        return m
+
+    cpdef Py_ssize_t session_pending(self, const int64_t[::1] rows,
+                                     const int64_t[::1] fetch_offsets,
+                                     const int64_t[::1] sent_hw, const int64_t[::1] req_epochs,
+                                     Py_ssize_t n, int64_t[::1] out) except -1:
+        """A parked session fetch: entries ``k < n`` with something to send now, in order — led
+        here with new records, a new HW or another epoch, or fetched but no longer led here
+        (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
+        cdef Py_ssize_t k, m = 0, P = self.num_partitions
+        cdef int64_t p, f
+        cdef Cols c = self.c
+        if (rows.shape[0] < n or fetch_offsets.shape[0] < n or sent_hw.shape[0] < n
+                or req_epochs.shape[0] < n or out.shape[0] < n):
+            raise ValueError("session arrays shorter than n")
+        for k in range(n):
+            if rows[k] >= P:
+                raise IndexError(f"no partition {rows[k]}")
+        with nogil:
+            for k in range(n):
+                p = rows[k]
+                f = fetch_offsets[k]
+                if p < 0:
+                    if f >= 0:
+                        out[m] = k
+                        m += 1
+                elif c.leader_leo[p] != f or c.hw[p] != sent_hw[k] or c.epoch[p] != req_epochs[k]:
+                    out[m] = k
+                    m += 1
+        return m
 
     # ---- §6.3 isCaughtUp ---------------------------------------------------------------------
     cpdef bint is_caught_up(self, Py_ssize_t p, Py_ssize_t r, int64_t now_ms,

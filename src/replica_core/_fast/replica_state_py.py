@@ -27,6 +27,7 @@ class ReplicaStateKernels:
         self.max_replicas = int(max_replicas)
         self.leader_leo = cols.leader_leo
         self.hw = cols.hw
+        self.leader_epoch = cols.leader_epoch
         self.epoch_start_offset = cols.epoch_start_offset
         self.min_isr = cols.min_isr
         self.n_replicas = cols.n_replicas
@@ -42,7 +43,8 @@ class ReplicaStateKernels:
         self.in_max_isr = _flat(cols.in_max_isr)
         self.eligible = _flat(cols.eligible)
         self.num_partitions = len(self.leader_leo)
-        if len(self.hw) != self.num_partitions or len(self.leo) != self.num_partitions * max_replicas:
+        if (len(self.hw) != self.num_partitions or len(self.leader_epoch) != self.num_partitions
+                or len(self.leo) != self.num_partitions * max_replicas):
             raise ValueError("column shapes disagree")
 
     # ---- checks ------------------------------------------------------------------------------
@@ -104,6 +106,69 @@ class ReplicaStateKernels:
             leo_changed[k] = 1 if c else 0
             changed += c
         return changed
+
+    # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
+    def _check_session(self, rows: Any, slots: Any, n: int) -> None:
+        for k in range(n):
+            if int(rows[k]) >= 0:
+                self._check_slot(int(rows[k]), int(slots[k]))
+
+    def session_fetch(self, rows: Any, slots: Any, fetch_offsets: Any, log_starts: Any,
+                      sent_hw: Any, req_epochs: Any, changed: Any, n: int, apply_quiet: bool,
+                      fetch_time_ms: int, broker_epoch: int, out: Any) -> int:
+        """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
+        order, those to read and returns their count; a quiet entry (led here, in the maximal
+        ISR, caught up, same HW and epoch as last sent, not changed by this request) gets the
+        §6.2 fetch-state update at once when ``apply_quiet``. Not led here (``rows[k] < 0``):
+        read only when changed, to answer its error."""
+        if min(len(rows), len(slots), len(fetch_offsets), len(log_starts), len(sent_hw),
+               len(req_epochs), len(changed), len(out)) < n:
+            raise ValueError("session arrays shorter than n")
+        self._check_session(rows, slots, n)
+        m = 0
+        for k in range(n):
+            p = int(rows[k])
+            if p < 0:
+                if changed[k]:
+                    out[m] = k
+                    m += 1
+                continue
+            f = int(fetch_offsets[k])
+            i = p * self.max_replicas + int(slots[k])
+            lleo = int(self.leader_leo[p])
+            has_news = (lleo != f or int(self.hw[p]) != int(sent_hw[k])
+                        or int(self.leader_epoch[p]) != int(req_epochs[k]))
+            follower_moved = int(self.leo[i]) != f or not self.in_max_isr[i]
+            if changed[k] or has_news or follower_moved:
+                out[m] = k
+                m += 1
+            elif apply_quiet:
+                self._fetch(i, f, int(log_starts[k]), int(fetch_time_ms), lleo, int(broker_epoch))
+        return m
+
+    def session_pending(self, rows: Any, fetch_offsets: Any, sent_hw: Any, req_epochs: Any,
+                        n: int, out: Any) -> int:
+        """A parked session fetch: entries ``k < n`` with something to send now, in order — led
+        here with new records, a new HW or another epoch, or fetched but no longer led here
+        (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
+        if min(len(rows), len(fetch_offsets), len(sent_hw), len(req_epochs), len(out)) < n:
+            raise ValueError("session arrays shorter than n")
+        for k in range(n):
+            if int(rows[k]) >= self.num_partitions:
+                raise IndexError(f"no partition {int(rows[k])}")
+        m = 0
+        for k in range(n):
+            p = int(rows[k])
+            f = int(fetch_offsets[k])
+            if p < 0:
+                send = f >= 0
+            else:
+                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[k])
+                        or int(self.leader_epoch[p]) != int(req_epochs[k]))
+            if send:
+                out[m] = k
+                m += 1
+        return m
 
     # ---- §6.3 isCaughtUp ---------------------------------------------------------------------
     def _caught_up(self, p: int, i: int, now_ms: int, max_lag_ms: int) -> bool:

@@ -517,18 +517,11 @@ class LeaderSession:
         self.sent_hw = np.full(cap, -2, dtype=np.int64)
         self.rows = np.full(cap, -1, dtype=np.int64)
         self.slots = np.full(cap, -1, dtype=np.int64)
+        self.mark = np.zeros(cap, dtype=np.uint8)  # scratch: entries this request changed
+        self.out = np.zeros(cap, dtype=np.int64)  # scratch: the kernels' chosen entries
         self.n = 0
         self.gen = -1
         self.waiting: tuple[Callable[[Any, int], None], Any, FetchRequest] | None = None
-        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(session indexes, table rows, follower slots) of the partitions led here."""
-        if self._layout is None:
-            n = self.n
-            idx = np.flatnonzero(self.rows[:n] >= 0)
-            self._layout = (idx, self.rows[idx], self.slots[idx])
-        return self._layout
 
     def _grow(self) -> None:
         cap = 2 * len(self.fetch_offset)
@@ -538,6 +531,8 @@ class LeaderSession:
             new = np.full(cap, fill, dtype=np.int64)
             new[: len(old)] = old
             setattr(self, name, new)
+        self.mark = np.zeros(cap, dtype=np.uint8)
+        self.out = np.zeros(cap, dtype=np.int64)
 
     def upsert(self, fp: FetchPartition, rm: ReplicaManager) -> int:
         i = self.index.get(fp.tp)
@@ -553,7 +548,6 @@ class LeaderSession:
             self.index[fp.tp] = i
             self.sent_hw[i] = -2
             self._map_row(i, fp.tp, rm)
-            self._layout = None
         self.parts[i] = fp
         self.fetch_offset[i] = fp.fetch_offset
         self.req_epoch[i] = fp.current_leader_epoch
@@ -568,7 +562,6 @@ class LeaderSession:
             self.slots[i] = -1
             self.fetch_offset[i] = -1
             heapq.heappush(self._free, i)
-            self._layout = None
 
     def _map_row(self, i: int, tp: TopicPartition, rm: ReplicaManager) -> None:
         p = rm.partition(tp)
@@ -584,7 +577,6 @@ class LeaderSession:
         if gen == self.gen:
             return
         self.gen = gen
-        self._layout = None
         for tp, i in self.index.items():
             self._map_row(i, tp, rm)
 
@@ -915,52 +907,25 @@ class SimBroker:
             session.forget(tp)
         request = msg.request
         changed = [session.upsert(fp, rm) for fp in request.partitions]
-        now = self.loop.now
-        table = rm.table
-        idx, r, s = session.layout()
-        fo = session.fetch_offset
-        read_idx: np.ndarray
-        if len(idx):
-            n = session.n
-            dense = len(idx) == n  # every session partition led here: slices, not gathers
-            f = fo[:n] if dense else fo[idx]
-            lleo = table.leader_leo[r]
-            # anything to read or report: new records, a new HW, a follower LEO the leader has
-            # not recorded, another epoch, or a follower outside the maximal ISR (expansion)
-            busy = lleo != f
-            busy |= table.hw[r] != (session.sent_hw[:n] if dense else session.sent_hw[idx])
-            busy |= table.leo[r, s] != f
-            busy |= table.leader_epoch[r] != (session.req_epoch[:n] if dense
-                                              else session.req_epoch[idx])
-            busy |= table.in_max_isr[r, s] == 0
-            if changed:
-                mark = np.zeros(session.n, dtype=bool)
-                mark[changed] = True
-                busy |= mark[idx]
-                read_idx = idx[busy]
-                rows = session.rows
-                extra = [i for i in changed if rows[i] < 0]  # not led here: answer the error
-                if extra:
-                    read_idx = np.unique(np.concatenate([read_idx, np.asarray(extra, np.int64)]))
-            else:
-                read_idx = idx[busy]
-            quiet = ~busy
-            stale = (request.replica_epoch != -1
-                     and rm.broker_epochs.get(src, -1) > request.replica_epoch)
-            if not stale and quiet.any():
-                qr = r[quiet]
-                starts = session.log_start[:n][quiet] if dense else session.log_start[idx[quiet]]
-                flags = np.zeros(len(qr), dtype=np.uint8)
-                # §6.2 for every partition with nothing new, in one kernel call
-                table.kernels.follower_fetch_batch(qr, s[quiet], f[quiet], starts, lleo[quiet],
-                                                   now, request.replica_epoch, flags)
-        else:
-            read_idx = np.asarray(sorted(set(changed)), dtype=np.int64)
+        mark = session.mark
+        if changed:
+            mark[changed] = 1
+        stale = (request.replica_epoch != -1
+                 and rm.broker_epochs.get(src, -1) > request.replica_epoch)
+        # what to read (new records, a new HW or epoch, a follower LEO the leader has not
+        # recorded, a follower outside the maximal ISR, a changed entry); §6.2 for the rest
+        m = rm.table.kernels.session_fetch(
+            session.rows, session.slots, session.fetch_offset, session.log_start,
+            session.sent_hw, session.req_epoch, mark, session.n, not stale, self.loop.now,
+            request.replica_epoch, session.out)
+        if changed:
+            mark[changed] = 0
+        read_idx = session.out[:m].tolist()
         results: list[tuple[int, FetchPartitionResponse]] = []
-        if len(read_idx):
+        if read_idx:
             parts = session.parts
             read = FetchRequest(request.replica_id, 0, request.min_bytes, request.max_bytes,
-                                tuple(parts[i] for i in read_idx.tolist()),  # type: ignore[misc]
+                                tuple(parts[i] for i in read_idx),  # type: ignore[misc]
                                 request.replica_epoch)
             response = rm.fetch_messages(read)
             assert response is not None
@@ -976,13 +941,13 @@ class SimBroker:
         timer = self.loop.call_later(request.max_wait_ms, self._expire_session, inc, session)
         session.waiting = (respond, timer, request)
 
-    def _select(self, session: LeaderSession, idx: np.ndarray,
+    def _select(self, session: LeaderSession, idx: list[int],
                 answers: tuple[FetchPartitionResponse, ...]
                 ) -> list[tuple[int, FetchPartitionResponse]]:
         """The answers an incremental response carries: records, a new HW, or an error."""
         out = []
         sent_hw = session.sent_hw
-        for i, p in zip(idx.tolist(), answers, strict=True):
+        for i, p in zip(idx, answers, strict=True):
             if (p.error_code != Errors.NONE or p.diverging_epoch is not None
                     or _size(p.records) > 0 or p.high_watermark != sent_hw[i]):
                 out.append((i, p))
@@ -1015,28 +980,19 @@ class SimBroker:
         assert rm is not None
         session.refresh_rows(rm, self.leadership_gen)
         results: list[tuple[int, FetchPartitionResponse]] = []
-        n = session.n
-        active = session.fetch_offset[:n] >= 0
-        gone = np.flatnonzero(active & (session.rows[:n] < 0))
-        lidx, r, _ = session.layout()
-        if len(lidx) or len(gone):
-            table = rm.table
-            need = ((table.leader_leo[r] != session.fetch_offset[lidx])
-                    | (table.hw[r] != session.sent_hw[lidx])
-                    | (table.leader_epoch[r] != session.req_epoch[lidx]))
-            idx = lidx[need]
-            if len(gone):
-                idx = np.union1d(idx, gone)
-            if len(idx):
-                parts = tuple(session.parts[i] for i in idx.tolist())
-                params = rm.fetch_params(request)
-                reads = rm._read_from_log(params, parts, read_from_purgatory=True)
-                answers = tuple(
-                    FetchPartitionResponse(x.tp, x.error, x.high_watermark, x.last_stable_offset,
-                                           x.log_start_offset, x.log_end_offset, x.records,
-                                           x.diverging_epoch)
-                    for x in reads)
-                results = self._select(session, idx, answers)
+        m = rm.table.kernels.session_pending(session.rows, session.fetch_offset, session.sent_hw,
+                                             session.req_epoch, session.n, session.out)
+        if m:
+            idx = session.out[:m].tolist()
+            parts = tuple(session.parts[i] for i in idx)
+            params = rm.fetch_params(request)
+            reads = rm._read_from_log(params, parts, read_from_purgatory=True)
+            answers = tuple(
+                FetchPartitionResponse(x.tp, x.error, x.high_watermark, x.last_stable_offset,
+                                       x.log_start_offset, x.log_end_offset, x.records,
+                                       x.diverging_epoch)
+                for x in reads)
+            results = self._select(session, idx, answers)
         self._respond_fetch(session, results, respond)
 
     # ---- controller traffic ----------------------------------------------------------------------
