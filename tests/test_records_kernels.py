@@ -139,3 +139,56 @@ def test_empty_and_tiny_buffers(k):
     h, valid, stop = k.scan_batches(b"\x00" * 11)
     assert (h.shape, valid, stop) == ((0, k.NCOLS), 0, k.STOP_PARTIAL)
     assert k.decode_records(b"", 0, 0, 0, 0, 0).shape == (0, 9)
+
+
+def reference_find(k, buf, start, end, target):
+    """find_batch stated through scan_batches: first framed batch with last offset ≥ target."""
+    headers, valid, stop = k.scan_batches(buf, start, end, False)
+    for row in headers:
+        last = int(row[k.COL_BASE_OFFSET])
+        if row[k.COL_MAGIC] == 2:
+            last += int(row[k.COL_LAST_OFFSET_DELTA])
+        if last >= target:
+            pos, size = int(row[k.COL_POSITION]), int(row[k.COL_SIZE])
+            return pos, size, last, pos + size - start, k.STOP_END
+    return -1, -1, -1, valid, stop
+
+
+def test_find_batch_first_batch_reaching_the_target(k):
+    buf, parts = payload()  # batches at base offsets 0, 100, ..., 400 with 1..5 records
+    lasts = [100 * i + i for i in range(5)]
+    starts = np.cumsum([0] + [len(p) for p in parts])
+    for target in (-5, 0, 1, 2, 100, 101, 102, 150, 404, 405):
+        got = k.find_batch(buf, 0, -1, target)
+        i = next((j for j, last in enumerate(lasts) if last >= target), None)
+        if i is None:
+            assert got == (-1, -1, -1, len(buf), k.STOP_END)
+        else:
+            assert got == (starts[i], len(parts[i]), lasts[i], starts[i + 1], k.STOP_END)
+        assert got == reference_find(k, buf, 0, -1, target)
+    # from a later start, positions stay absolute and valid bytes count from the start
+    got = k.find_batch(buf, int(starts[2]), -1, 0)
+    assert got[:3] == (starts[2], len(parts[2]), lasts[2])
+    with pytest.raises(ValueError):
+        k.find_batch(buf, 0, len(buf) + 1, 0)
+
+
+def test_find_batch_legacy_truncated_and_corrupt(k):
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    b = LegacyRecordBatchBuilder(magic=1, compression_type=0, batch_size=1 << 20)
+    for i in range(3):
+        b.append(i, timestamp=NOW, key=None, value=b"v")
+    legacy = bytes(b.build())
+    assert k.find_batch(legacy, 0, -1, 2)[2] == 2  # legacy: the entry's own offset
+    buf, parts = payload()
+    rng = np.random.default_rng(7)
+    for cut in rng.integers(0, len(buf), 40).tolist():
+        for target in (0, 203, 404, 999):
+            # a partial batch at the end stops the walk (STOP_PARTIAL) without a match
+            assert k.find_batch(buf[:cut], 0, -1, target) == reference_find(
+                k, buf[:cut], 0, -1, target)
+    bad = bytearray(buf)
+    bad[len(parts[0]) + 8:len(parts[0]) + 12] = (3).to_bytes(4, "big")  # length < 14: corrupt
+    assert k.find_batch(bytes(bad), 0, -1, 50) == (-1, -1, -1, len(parts[0]), k.STOP_CORRUPT)
+    assert k.find_batch(bytes(bad), 0, -1, 0)[0] == 0  # found before the corrupt batch

@@ -32,6 +32,9 @@ RECORD_BAD_STRUCTURE: int
 RECORD_BAD_TIMESTAMP: int
 RECORD_NULL_KEY_COMPACTED: int
 
+def find_batch(
+    buf: Buffer, start: int, end: int, target_offset: int
+) -> tuple[int, int, int, int, int]: ...
 def scan_batches(
     buf: Buffer,
     start: int = 0,

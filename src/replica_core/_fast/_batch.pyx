@@ -531,40 +531,91 @@ cdef Py_ssize_t _check_area(Py_ssize_t n, Py_ssize_t start, Py_ssize_t end,
 
 # --- framing scan (§1.3) -----------------------------------------------------------------------
 
-cdef int64_t frame(const unsigned char *base, Py_ssize_t start, Py_ssize_t end,
-                   int64_t max_batch_size, Py_ssize_t *valid_end, int *stop) noexcept nogil:
-    """Count the batches framed from ``start``; Kafka's ByteBufferLogInputStream order of checks."""
-    cdef Py_ssize_t pos = start
-    cdef int64_t n = 0
+cdef inline int64_t frame_next(const unsigned char *base, Py_ssize_t pos, Py_ssize_t end,
+                               int64_t max_batch_size, int *stop) noexcept nogil:
+    """Size of the batch framed at ``pos``, or -1 with ``stop`` set; Kafka's
+    ByteBufferLogInputStream order of checks."""
     cdef int64_t size
     cdef int32_t length
     cdef int8_t magic
+    if end - pos < LOG_OVERHEAD:
+        stop[0] = S_END if pos == end else S_PARTIAL
+        return -1
+    length = rcb_i32(base + pos + 8)
+    if length < RECORD_OVERHEAD_V0:
+        stop[0] = S_CORRUPT
+        return -1
+    size = <int64_t>length + LOG_OVERHEAD
+    if size > max_batch_size:
+        stop[0] = S_CORRUPT
+        return -1
+    if end - pos < HEADER_SIZE_UP_TO_MAGIC:
+        stop[0] = S_PARTIAL
+        return -1
+    magic = <int8_t>base[pos + 16]
+    if magic < 0 or magic > 2:
+        stop[0] = S_CORRUPT
+        return -1
+    if size > end - pos:
+        stop[0] = S_PARTIAL
+        return -1
+    return size
+
+
+cdef int64_t frame(const unsigned char *base, Py_ssize_t start, Py_ssize_t end,
+                   int64_t max_batch_size, Py_ssize_t *valid_end, int *stop) noexcept nogil:
+    """Count the batches framed from ``start``."""
+    cdef Py_ssize_t pos = start
+    cdef int64_t n = 0
+    cdef int64_t size
     while True:
-        if end - pos < LOG_OVERHEAD:
-            stop[0] = S_END if pos == end else S_PARTIAL
-            break
-        length = rcb_i32(base + pos + 8)
-        if length < RECORD_OVERHEAD_V0:
-            stop[0] = S_CORRUPT
-            break
-        size = <int64_t>length + LOG_OVERHEAD
-        if size > max_batch_size:
-            stop[0] = S_CORRUPT
-            break
-        if end - pos < HEADER_SIZE_UP_TO_MAGIC:
-            stop[0] = S_PARTIAL
-            break
-        magic = <int8_t>base[pos + 16]
-        if magic < 0 or magic > 2:
-            stop[0] = S_CORRUPT
-            break
-        if size > end - pos:
-            stop[0] = S_PARTIAL
+        size = frame_next(base, pos, end, max_batch_size, stop)
+        if size < 0:
             break
         pos += size
         n += 1
     valid_end[0] = pos
     return n
+
+
+cdef inline int64_t batch_last_offset(const unsigned char *b, int64_t size) noexcept nogil:
+    """v2 (full header): baseOffset + lastOffsetDelta; legacy: the entry's offset field."""
+    if b[16] == 2:
+        if size >= BATCH_OVERHEAD:
+            return rcb_i64(b) + rcb_i32(b + 23)
+        return rcb_i64(b) - 1  # a v2 length too short for its header: no delta (-1) to add
+    return rcb_i64(b)
+
+
+def find_batch(buf, Py_ssize_t start, Py_ssize_t end, int64_t target_offset):
+    """The first framed batch from ``start`` whose last offset ≥ ``target_offset`` (Kafka's
+    ``FileRecords.searchForOffsetWithSize`` over one buffer):
+    ``(position, size, last_offset, valid_bytes, stop)``, position -1 when none; ``valid_bytes``
+    and ``stop`` are then as ``scan_batches`` reports them."""
+    cdef Py_buffer pb
+    cdef const unsigned char *base
+    cdef Py_ssize_t pos = start
+    cdef int stop = S_END
+    cdef int64_t size, last
+    _acquire(buf, &pb, False)
+    try:
+        base = <const unsigned char *>pb.buf
+        if end == -1:
+            end = pb.len
+        if start < 0 or end < start or end > pb.len:
+            raise ValueError(
+                f"scan range [{start}, {end}) is not within a buffer of {pb.len} bytes")
+        while True:
+            size = frame_next(base, pos, end, 2**31 - 1, &stop)
+            if size < 0:
+                break
+            last = batch_last_offset(base + pos, size)
+            if last >= target_offset:
+                return pos, size, last, pos + size - start, S_END
+            pos += size
+    finally:
+        PyBuffer_Release(&pb)
+    return -1, -1, -1, pos - start, stop
 
 
 cdef void fill_headers(const unsigned char *base, Py_ssize_t start, int64_t n, bint check_crc,

@@ -154,6 +154,29 @@ def scan_batches(buf: Any, start: int = 0, end: int = -1, check_crc: bool = True
     return headers, valid_end - start, stop
 
 
+def find_batch(buf: Any, start: int, end: int, target_offset: int
+               ) -> tuple[int, int, int, int, int]:
+    """The first framed batch from ``start`` whose last offset ≥ ``target_offset`` (Kafka's
+    ``FileRecords.searchForOffsetWithSize`` over one buffer):
+    ``(position, size, last_offset, valid_bytes, stop)``, position -1 when none; ``valid_bytes``
+    and ``stop`` are then as ``scan_batches`` reports them."""
+    mv = _bytes_view(buf)
+    if end == -1:
+        end = len(mv)
+    if start < 0 or end < start or end > len(mv):
+        raise ValueError(f"scan range [{start}, {end}) is not within a buffer of {len(mv)} bytes")
+    positions, valid_end, stop = _frame(mv, start, end, 2**31 - 1)
+    for pos in positions:
+        size = _I32.unpack_from(mv, pos + 8)[0] + LOG_OVERHEAD
+        last = _I64.unpack_from(mv, pos)[0]
+        if mv[pos + 16] == 2:
+            # v2: plus lastOffsetDelta; a length too short for the header has none (-1)
+            last += _I32.unpack_from(mv, pos + 23)[0] if size >= BATCH_OVERHEAD else -1
+        if last >= target_offset:
+            return pos, size, last, pos + size - start, STOP_END
+    return -1, -1, -1, valid_end - start, stop
+
+
 # --- record walks (§1.2, §2.4) -----------------------------------------------------------------
 class _Walk(Exception):
     """A structural problem found while walking; becomes InvalidRecordError with a message."""

@@ -556,7 +556,7 @@ class LogSegment:
         (the target is normally within ``index.interval.bytes`` of the index entry) read with
         one ``pread``; the window grows when a single batch does not fit in it.
         """
-        scan = batch_kernel().scan_batches
+        find = batch_kernel().find_batch
         read = self._log.read
         end = self._size
         pos = starting_position
@@ -564,18 +564,9 @@ class LogSegment:
         while pos < end:
             n = min(end - pos, window)
             buf = read(pos, n)
-            headers, valid, stop = scan(buf, 0, n, False)
-            if len(headers):
-                if int(headers[:, COL_MAGIC].min()) >= 2:
-                    last = headers[:, COL_BASE_OFFSET] + headers[:, COL_LAST_OFFSET_DELTA]
-                else:
-                    last = last_offsets(headers)
-                hit = last >= target_offset
-                r = int(hit.argmax())
-                if hit[r]:
-                    return LogOffsetPosition(
-                        int(last[r]), pos + int(headers[r, COL_POSITION]), int(headers[r, COL_SIZE])
-                    )
+            at, size, last, valid, stop = find(buf, 0, n, target_offset)
+            if at >= 0:
+                return LogOffsetPosition(last, pos + at, size)
             if stop == STOP_CORRUPT:
                 raise CorruptRecordError(
                     f"corrupt batch header at position {pos + valid} of {self.log_path}"
