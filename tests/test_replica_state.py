@@ -251,12 +251,15 @@ def test_pending_expansion_holds_hw_and_pending_shrink_keeps_old_isr(table):
     assert table.hw_candidate(p, T0) == 10
     table.prepare_isr_expand(p, 2)  # maximal ISR now includes 3
     assert table.partition(p).maximal_isr == [1, 2, 3] and table.isr(p) == [1, 2]
+    assert table.maximal_isr_size(p) == 3 and not table.is_under_min_isr(p)
     assert table.hw_candidate(p, T0) == 6
     table.commit_isr(p, [1, 2, 3])
     assert table.partition(p).isr_state is IsrState.COMMITTED
     table.prepare_isr_shrink(p, [2])
     assert table.hw_candidate(p, T0) == 6  # 3 still in the maximal ISR until committed
+    assert table.maximal_isr_size(p) == 3
     table.commit_isr(p, [1, 2])
+    assert table.maximal_isr_size(p) == 2 and table.slot(p, 3) == 2 and table.slot(p, 9) == -1
     assert table.hw_candidate(p, T0) == 10
 
 

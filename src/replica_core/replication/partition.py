@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import numpy as np
+
 from replica_core.errors import (
     Errors,
     NotEnoughReplicasError,
@@ -329,7 +331,7 @@ class Partition:
         table = self.manager.table
         row = self.row
         if required_acks == -1:
-            isr_size = int(table.in_isr[row].sum())
+            isr_size = int(np.count_nonzero(table.in_isr[row]))
             min_isr = self.effective_min_isr()
             if isr_size < min_isr:
                 raise NotEnoughReplicasError(
@@ -593,7 +595,7 @@ class Partition:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
         table = self.manager.table
         if int(table.hw[self.row]) >= required_offset:
-            if self.effective_min_isr() <= int(table.in_max_isr[self.row].sum()):
+            if self.effective_min_isr() <= int(np.count_nonzero(table.in_max_isr[self.row])):
                 return True, Errors.NONE
             return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, Errors.NONE

@@ -292,8 +292,8 @@ class ReplicaStateTable:
     def slot(self, p: int, broker_id: int) -> int:
         """Slot of ``broker_id`` in partition ``p`` (0 = this broker), −1 if not assigned."""
         self._check(p)
-        hits = np.flatnonzero(self.replica_id[p, : self.n_replicas[p]] == broker_id)
-        return int(hits[0]) if hits.size else -1
+        ids = self.replica_id[p, : self.n_replicas[p]].tolist()
+        return ids.index(broker_id) if broker_id in ids else -1
 
     def replicas(self, p: int) -> list[int]:
         """Broker ids by slot: this broker first, then the followers in assignment order."""
@@ -313,6 +313,11 @@ class ReplicaStateTable:
         n = self.n_replicas[p]
         return [int(b) for b in self.replica_id[p, :n][self.in_max_isr[p, :n] != 0]]
 
+    def maximal_isr_size(self, p: int) -> int:
+        """Members of the maximal ISR (what a produce response reports as the ISR size)."""
+        self._check(p)
+        return int(np.count_nonzero(self.in_max_isr[p, : self.n_replicas[p]]))
+
     def effective_min_isr(self, p: int) -> int:
         """min(min.insync.replicas, assigned replicas incl. the leader) (Partition.effectiveMinIsr)."""
         self._check(p)
@@ -320,7 +325,7 @@ class ReplicaStateTable:
 
     def is_under_min_isr(self, p: int) -> bool:
         """Committed ISR smaller than the effective min ISR (Partition.isUnderMinIsr)."""
-        return int(self.in_isr[p].sum()) < self.effective_min_isr(p)
+        return int(np.count_nonzero(self.in_isr[p])) < self.effective_min_isr(p)
 
     def partition(self, p: int) -> PartitionView:
         """A thin view of partition ``p``."""

@@ -89,14 +89,28 @@ class EventLoop:
         return False
 
     def run_until_time(self, end_ms: int) -> None:
-        """Run every event due at or before ``end_ms``; the clock ends at ``end_ms``."""
-        while True:
-            nxt = self.next_event_ms()
-            if nxt is None or nxt > end_ms:
+        """Run every event due at or before ``end_ms``; the clock ends at ``end_ms``.
+
+        The same events in the same order as ``step()`` repeated, with one heap look per event.
+        """
+        queue = self._queue
+        pop = heapq.heappop
+        clock = self.clock
+        while queue:
+            head = queue[0]
+            if head[2].cancelled:
+                pop(queue)
+                continue
+            at_ms = head[0]
+            if at_ms > end_ms:
                 break
-            self.step()
+            pop(queue)
+            if at_ms > clock._now:  # noqa: SLF001
+                clock.set(at_ms)
+            self.events_run += 1
+            head[3](*head[4])
         if end_ms > self.now:
-            self.clock.set(end_ms)
+            clock.set(end_ms)
 
     def advance(self, ms: int) -> None:
         self.run_until_time(self.now + int(ms))
