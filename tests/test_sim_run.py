@@ -94,7 +94,9 @@ def test_workload_batches_are_valid_and_unique():
         assert scan(buf, check_crc=True).headers[0, 14] == 1
     batch = next(iter(iter_batches(a)))
     recs = list(batch)
-    assert [bytes(r.value)[:24] for r in recs][0] == b"00000001:000000005:0000|"
+    assert [bytes(r.value)[:24] for r in recs] == [
+        b"00000001:000000005:%04d|" % r for r in range(3)]
+    assert all(len(r.value) == 40 for r in recs)
     assert recs[0].key.startswith(b"key-") and len(recs) == 3
     assert records_digest(a) != records_digest(b)
 

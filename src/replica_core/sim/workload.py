@@ -309,9 +309,10 @@ class Workload:
             if self.n_keys > 0:
                 keys = [b"key-%08d" % ((seq * n + r) % self.n_keys) for r in range(n)]
             return build_batch(values, keys=keys, now_ms=now)
-        buf = bytearray(self._template)
-        for r, pos in enumerate(self._value_pos):
-            buf[pos:pos + 24] = b"%08d:%09d:%04d|" % (pid % 10**8, seq % 10**9, r % 10**4)
+        buf = bytearray(self._template)  # each value already ends its id with ``rrrr|``
+        ids = b"%08d:%09d:" % (pid % 10**8, seq % 10**9)
+        for pos in self._value_pos:
+            buf[pos:pos + 19] = ids
         if self.n_keys > 0:
             for r, pos in enumerate(self._key_pos):
                 buf[pos + 4:pos + 12] = b"%08d" % ((seq * n + r) % self.n_keys)
@@ -332,7 +333,10 @@ class Workload:
         self._value_pos = [int(v) for v in cols[:, 4]]
         self._key_pos = [int(v) for v in cols[:, 2]]
         self._attributes = int.from_bytes(template[21:23], "big")
-        self._template = template
+        buf = bytearray(template)
+        for r, pos in enumerate(self._value_pos):  # the record number part of each id
+            buf[pos + 19:pos + 24] = b"%04d|" % (r % 10**4)
+        self._template = bytes(buf)
 
     def stats(self) -> dict[str, Any]:
         p = self.producer
