@@ -21,6 +21,7 @@ EXTENSIONS = {
     "_index": [f"{FAST}/_index.pyx"],
     "_replica_state": [f"{FAST}/_replica_state.pyx"],
     "_fetch_order": [f"{FAST}/_fetch_order.pyx"],
+    "_invariants": [f"{FAST}/_invariants.pyx"],
 }
 
 only = {n.strip() for n in os.environ.get("REPLICA_CORE_ONLY", "").split(",") if n.strip()}

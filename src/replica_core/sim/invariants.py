@@ -23,13 +23,15 @@ measured rather than stop the run; HW, monotonicity and offset-order violations 
 from __future__ import annotations
 
 import zlib
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from replica_core.records import scan
+from replica_core._fast import load
+from replica_core.records.batch import MAX_FRAME_SIZE
 from replica_core.records.batch import kernels as _batch_kernels
 from replica_core.replication.messages import FetchResponse, TopicPartition
 
@@ -43,7 +45,19 @@ _COL_BASE = _batch_kernels.COL_BASE_OFFSET
 _COL_DELTA = _batch_kernels.COL_LAST_OFFSET_DELTA
 _COL_CRC = _batch_kernels.COL_CRC
 _COL_CRC_OK = _batch_kernels.COL_CRC_OK
+_COL_NCOLS = _batch_kernels.NCOLS
 _HEADER_BYTES = 61
+_scan_batches = _batch_kernels.scan_batches
+_kernels = load("_invariants", "invariants_py")
+_OUT_OF_ORDER = _kernels.OUT_OF_ORDER
+_NONE = _kernels.NONE
+_INT64_MIN = -(2**63)
+_NO_ROWS = np.zeros((0, _COL_NCOLS), dtype=np.int64)
+
+# A log's batches as the checks see them: (headers, files, starts) — the batch-scan header rows
+# (CRCs checked) of every batch in log order, the segment files holding them, and the first
+# row of each file.
+LogScan = tuple[np.ndarray, list[Any], list[int]]
 
 LOSS_CAUSES = ("unclean_election", "power_failure", "acks_1", "high_watermark_truncation",
                "unexplained")
@@ -77,12 +91,12 @@ def records_digest(batch: bytes | memoryview) -> int:
     return zlib.crc32(memoryview(batch)[_HEADER_BYTES:])
 
 
-def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
-    """(rows, files) for every batch of ``log``: rows = int64 (n, 7) of base offset, last
-    offset, stored CRC, CRC-valid, then where the batch is — index into ``files`` (the segment
-    files), position and size."""
-    tables = []
+def scan_log(log: Any) -> LogScan:
+    """Scan every segment of ``log`` once (CRCs checked): its :data:`LogScan`."""
+    parts = []
     files: list[Any] = []
+    starts: list[int] = []
+    n = 0
     for seg in log.segments:
         size = seg.size
         if size <= 0:
@@ -90,23 +104,46 @@ def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
         f = seg.log_file
         view = f.view(0, size)
         try:
-            headers = scan(view, check_crc=True).headers
+            headers = _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
         finally:
             view.release()
         if len(headers):
-            rows = np.empty((len(headers), 7), dtype=np.int64)
-            rows[:, 0] = headers[:, _COL_BASE]
-            rows[:, 1] = headers[:, _COL_BASE] + headers[:, _COL_DELTA]
-            rows[:, 2] = headers[:, _COL_CRC]
-            rows[:, 3] = headers[:, _COL_CRC_OK]
-            rows[:, 4] = len(files)
-            rows[:, 5] = headers[:, _COL_POS]
-            rows[:, 6] = headers[:, _COL_SIZE]
-            tables.append(rows)
+            parts.append(headers)
             files.append(f)
-    if not tables:
-        return np.zeros((0, 7), dtype=np.int64), files
-    return (tables[0] if len(tables) == 1 else np.concatenate(tables)), files
+            starts.append(n)
+            n += len(headers)
+    if not parts:
+        return _NO_ROWS, files, starts
+    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), files, starts
+
+
+def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
+    """(rows, files) for every batch of ``log``: rows = int64 (n, 7) of base offset, last
+    offset, stored CRC, CRC-valid, then where the batch is — index into ``files`` (the segment
+    files), position and size."""
+    headers, files, starts = scan_log(log)
+    rows = np.empty((len(headers), 7), dtype=np.int64)
+    rows[:, 0] = headers[:, _COL_BASE]
+    rows[:, 1] = headers[:, _COL_BASE] + headers[:, _COL_DELTA]
+    rows[:, 2] = headers[:, _COL_CRC]
+    rows[:, 3] = headers[:, _COL_CRC_OK]
+    rows[:, 4] = np.repeat(np.arange(len(files)), np.diff([*starts, len(headers)]))
+    rows[:, 5] = headers[:, _COL_POS]
+    rows[:, 6] = headers[:, _COL_SIZE]
+    return rows, files
+
+
+def _int64(v: int) -> int:
+    """``v`` wrapped to int64 (two's complement), as the numpy row arithmetic does."""
+    return (v + 2**63) % 2**64 - 2**63
+
+
+def _offsets_below(headers: np.ndarray, limit: int) -> list[list[int]]:
+    """[[base offset, last offset], ...] of the batches whose last offset is below ``limit``."""
+    base = headers[:, _COL_BASE]
+    last = base + headers[:, _COL_DELTA]
+    keep = last < limit
+    return np.stack([base[keep], last[keep]], axis=1).tolist()
 
 
 class AckLedger:
@@ -142,8 +179,10 @@ class InvariantChecker:
         self.check_interval_ms = check_interval_ms
         self.sample_per_check = sample_per_check
         self.suspect_ms = suspect_ms
-        self._leader_hw: dict[tuple[int, TopicPartition], tuple[int, int]] = {}
+        # broker -> partition it leads -> (leader epoch, HW) at the last look
+        self._leader_hw: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         self._suspects: dict[TopicPartition, int] = {}
+        self._suspect_order: list[TopicPartition] | None = []  # sorted(_suspects); None: stale
         self._checked: dict[TopicPartition, tuple[int, int, int]] = {}
         self._suspect_rotor = 0
         self.suspect_budget = suspect_budget
@@ -154,18 +193,17 @@ class InvariantChecker:
         self.lost_by_acks = {-1: 0, 1: 0}
         self.checks = {"hw": 0, "leader_hw": 0, "offsets": 0, "isr_agreement": 0,
                        "durability": 0}
-        self._scans: dict[tuple[int, TopicPartition], tuple[np.ndarray, list]] | None = None
+        self._scans: dict[tuple[int, TopicPartition], LogScan] | None = None
 
-    def _batches(self, broker_id: int, tp: TopicPartition, log: Any
-                 ) -> tuple[np.ndarray, list[Any]]:
-        """:func:`log_batches`, scanned once per log during a full check."""
+    def _batches(self, broker_id: int, tp: TopicPartition, log: Any) -> LogScan:
+        """:func:`scan_log`, scanned once per log during a full check."""
         cache = self._scans
         if cache is None:
-            return log_batches(log)
+            return scan_log(log)
         key = (broker_id, tp)
         hit = cache.get(key)
         if hit is None:
-            hit = cache[key] = log_batches(log)
+            hit = cache[key] = scan_log(log)
         return hit
 
     # ---- reporting ---------------------------------------------------------------------------
@@ -193,24 +231,30 @@ class InvariantChecker:
         if rm is None:
             return
         bid = broker.broker_id
-        tracked = self._leader_hw
+        tracked = self._leader_hw.get(bid)
+        if tracked is None:
+            tracked = self._leader_hw[bid] = {}
+        checks = self.checks
+        partition = rm.partition
         for tp in tps:
-            p = rm.partition(tp)
-            if p is None or not p.is_leader or p.log is None:
+            p = partition(tp)
+            if p is None or not p.is_leader:
+                continue
+            lg = p.log
+            if lg is None:
                 continue
             hw = p.high_watermark
-            leo = p.log.log_end_offset
-            self.checks["hw"] += 1
+            leo = lg.log_end_offset
+            checks["hw"] += 1
             if hw > leo:
                 self.fail("hw_le_leo", f"leader {bid} of {tp}: HW {hw} > LEO {leo}")
-            key = (bid, tp)
             epoch = p.leader_epoch
-            last = tracked.get(key)
+            last = tracked.get(tp)
             if last is not None and last[0] == epoch and hw < last[1]:
                 self.fail("leader_hw_monotonic",
                           f"leader {bid} of {tp} in epoch {epoch}: HW went from {last[1]} to {hw}")
-            self.checks["leader_hw"] += 1
-            tracked[key] = (epoch, hw)
+            checks["leader_hw"] += 1
+            tracked[tp] = (epoch, hw)
 
     def follower_fetched(self, broker: SimBroker, response: FetchResponse,
                          leos_before: dict[TopicPartition, int]) -> None:
@@ -218,32 +262,32 @@ class InvariantChecker:
         rm = broker.rm
         if rm is None:
             return
+        checks = self.checks
+        local_log = rm.local_log
         for pd in response.partitions:
-            lg = rm.local_log(pd.tp)
+            tp = pd.tp
+            lg = local_log(tp)
             if lg is None:
                 continue
             hw, leo = lg.high_watermark, lg.log_end_offset
-            self.checks["hw"] += 1
+            checks["hw"] += 1
             if hw > leo:
-                self.fail("hw_le_leo", f"follower {broker.broker_id} of {pd.tp}: HW {hw} > LEO {leo}")
-            if pd.diverging_epoch is not None or leo < leos_before.get(pd.tp, -1):
-                self.suspect(pd.tp)  # truncated (diverging epoch, or out of range)
+                self.fail("hw_le_leo", f"follower {broker.broker_id} of {tp}: HW {hw} > LEO {leo}")
+            if pd.diverging_epoch is not None or leo < leos_before.get(tp, -1):
+                self.suspect(tp)  # truncated (diverging epoch, or out of range)
                 continue
             records = pd.records
             size = records.nbytes if isinstance(records, memoryview) else len(records)
             if not size:
                 continue
-            self.checks["offsets"] += 1
+            checks["offsets"] += 1
             if size >= 12 and int.from_bytes(records[8:12], "big") + 12 == size:
                 continue  # exactly one batch (its length field spans the response): in order
-            headers = scan(records, check_crc=False).headers
-            if len(headers):
-                base = headers[:, _COL_BASE]
-                last = base + headers[:, _COL_DELTA]
-                if np.any(base[1:] <= last[:-1]):
-                    self.fail("offsets_increase",
-                              f"fetch response for {pd.tp} to broker {broker.broker_id} has "
-                              f"batches out of order: {base.tolist()}")
+            headers = _scan_batches(records, 0, -1, False, MAX_FRAME_SIZE)[0]
+            if _kernels.check_rows(headers, _INT64_MIN) == _OUT_OF_ORDER:  # (no CRC verdicts)
+                self.fail("offsets_increase",
+                          f"fetch response for {tp} to broker {broker.broker_id} has "
+                          f"batches out of order: {headers[:, _COL_BASE].tolist()}")
 
     def truncated(self, broker: SimBroker, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
@@ -254,8 +298,9 @@ class InvariantChecker:
         rm = broker.rm
         if rm is None:
             return
+        tracked = self._leader_hw.get(broker.broker_id, {})
         for tp in tps:
-            self._leader_hw.pop((broker.broker_id, tp), None)
+            tracked.pop(tp, None)
             self.suspect(tp)
             lg = rm.local_log(tp)
             if lg is not None:
@@ -263,19 +308,20 @@ class InvariantChecker:
         self.leader_touched(broker, tps)
 
     def became_follower(self, broker: SimBroker, tps: list[TopicPartition]) -> None:
-        bid = broker.broker_id
+        tracked = self._leader_hw.get(broker.broker_id, {})
         for tp in tps:
-            self._leader_hw.pop((bid, tp), None)
+            tracked.pop(tp, None)
             self.suspect(tp)
 
     def broker_restarted(self, broker: SimBroker) -> None:
-        bid = broker.broker_id
-        for key in [k for k in self._leader_hw if k[0] == bid]:
-            del self._leader_hw[key]
+        self._leader_hw.pop(broker.broker_id, None)
 
     def suspect(self, tp: TopicPartition) -> None:
         """Check ``tp``'s ISR agreement at the next periodic checks (for a while)."""
-        self._suspects[tp] = self.cluster.loop.now + self.suspect_ms
+        suspects = self._suspects
+        if tp not in suspects:
+            self._suspect_order = None
+        suspects[tp] = self.cluster.loop.now + self.suspect_ms
 
     # ---- durability --------------------------------------------------------------------------
     def check_durability(self, tp: TopicPartition, log: Any, broker_id: int) -> int:
@@ -287,8 +333,8 @@ class InvariantChecker:
         if not entries:
             return 0
         self.checks["durability"] += 1
-        rows, files = self._batches(broker_id, tp, log)
-        where = {int(b): k for k, b in enumerate(rows[:, 0].tolist())}
+        headers, files, starts = self._batches(broker_id, tp, log)
+        where = {b: k for k, b in enumerate(headers[:, _COL_BASE].tolist())}
         leo = log.log_end_offset
         newly = 0
         for e in entries:
@@ -297,12 +343,15 @@ class InvariantChecker:
             base, count, digest = e[0], e[1], e[2]
             k = where.get(base)
             ok = False
-            if k is not None and base + count <= leo and rows[k, 1] == base + count - 1:
-                view = files[rows[k, 4]].view(int(rows[k, 5]), int(rows[k, 6]))
-                try:
-                    ok = records_digest(view) == digest
-                finally:
-                    view.release()
+            if k is not None and base + count <= leo:
+                row = headers[k].tolist()
+                if _int64(row[_COL_BASE] + row[_COL_DELTA]) == base + count - 1:
+                    f = files[bisect_right(starts, k) - 1]
+                    view = f.view(row[_COL_POS], row[_COL_SIZE])
+                    try:
+                        ok = records_digest(view) == digest
+                    finally:
+                        view.release()
             if not ok:
                 e[6] = 1
                 newly += 1
@@ -342,36 +391,45 @@ class InvariantChecker:
     def check_isr_agreement(self, tp: TopicPartition) -> bool:
         """Leader and ISR followers hold identical batches below the HW; False if diverged
         (counted; raises when strict)."""
-        cluster = self.cluster
-        leader_id, isr = cluster.leader_and_isr(tp)
-        leader = cluster.brokers.get(leader_id)
+        leading = self._leading(tp)
+        return True if leading is None else self._agreement(tp, *leading)
+
+    def _leading(self, tp: TopicPartition) -> tuple[int, Any] | None:
+        """(leader id, its partition) when the controller's leader of ``tp`` is alive and
+        leads it with a log; else None."""
+        leader_id = self.cluster.leader_and_isr(tp)[0]
+        leader = self.cluster.brokers.get(leader_id)
         if leader is None or not leader.alive or leader.rm is None:
-            return True
+            return None
         p = leader.rm.partition(tp)
         if p is None or not p.is_leader or p.log is None:
-            return True
+            return None
+        return leader_id, p
+
+    def _agreement(self, tp: TopicPartition, leader_id: int, p: Any) -> bool:
+        """:meth:`check_isr_agreement` given the leader's partition."""
         hw = p.high_watermark
         if hw <= 0:
             return True
         self.checks["isr_agreement"] += 1
-        lrows, _ = self._batches(leader_id, tp, p.log)
+        lrows = self._batches(leader_id, tp, p.log)[0]
         self._check_rows(tp, leader_id, lrows, hw)
         ok = True
+        cluster = self.cluster
+        brokers = cluster.brokers
         for b in p.isr:
             if b == leader_id:
                 continue
-            follower = cluster.brokers.get(b)
+            follower = brokers.get(b)
             if follower is None or not follower.alive or follower.rm is None:
                 continue
             lg = follower.rm.local_log(tp)
             if lg is None:
                 continue
             limit = min(hw, lg.log_end_offset)
-            frows, _ = self._batches(b, tp, lg)
+            frows = self._batches(b, tp, lg)[0]
             self._check_rows(tp, b, frows, limit)
-            a = lrows[lrows[:, 1] < limit]
-            c = frows[frows[:, 1] < limit]
-            if a.shape != c.shape or not np.array_equal(a[:, :3], c[:, :3]):
+            if not _kernels.agree_below(lrows, frows, limit):
                 ok = False
                 if tp not in self.diverged:
                     self.diverged.add(tp)
@@ -380,20 +438,22 @@ class InvariantChecker:
                 if self.strict:
                     self.fail("isr_agree_below_hw",
                               f"{tp}: ISR follower {b} disagrees with leader {leader_id} below "
-                              f"HW {hw}: leader batches {a[:, :2].tolist()} vs "
-                              f"follower {c[:, :2].tolist()}")
+                              f"HW {hw}: leader batches {_offsets_below(lrows, limit)} vs "
+                              f"follower {_offsets_below(frows, limit)}")
         return ok
 
-    def _check_rows(self, tp: TopicPartition, broker_id: int, rows: np.ndarray,
+    def _check_rows(self, tp: TopicPartition, broker_id: int, headers: np.ndarray,
                     limit: int) -> None:
-        if len(rows) > 1 and np.any(rows[1:, 0] <= rows[:-1, 1]):
+        """Offsets strictly increase along the log; no batch below ``limit`` fails its CRC."""
+        k = _kernels.check_rows(headers, limit)
+        if k == _NONE:
+            return
+        if k == _OUT_OF_ORDER:
             self.fail("offsets_increase", f"log of {tp} on broker {broker_id} has batches out of "
-                                          f"order: {rows[:, 0].tolist()}")
-        bad = rows[(rows[:, 1] < limit) & (rows[:, 3] != 1)]
-        if len(bad):
-            self.fail("isr_agree_below_hw",
-                      f"log of {tp} on broker {broker_id} has a corrupt batch below the HW "
-                      f"{limit}: base offset {int(bad[0, 0])} fails its CRC")
+                                          f"order: {headers[:, _COL_BASE].tolist()}")
+        self.fail("isr_agree_below_hw",
+                  f"log of {tp} on broker {broker_id} has a corrupt batch below the HW "
+                  f"{limit}: base offset {int(headers[k, _COL_BASE])} fails its CRC")
 
     # ---- sweeps ------------------------------------------------------------------------------
     def periodic(self) -> None:
@@ -402,21 +462,27 @@ class InvariantChecker:
         now = self.cluster.loop.now
         suspects = self._suspects
         if suspects:
-            order = sorted(suspects)
+            order = self._suspect_order
+            if order is None:
+                order = self._suspect_order = sorted(suspects)
             n = len(order)
             start = self._suspect_rotor % n
             budget = self.suspect_budget
-            for k in range(n):
+            checked = self._checked
+            k = 0
+            while budget > 0 and k < n:
                 tp = order[(start + k) % n]
-                if budget > 0:
-                    key = self._agreement_key(tp)
-                    if key is not None and key != self._checked.get(tp):
-                        self._checked[tp] = key
-                        self.check_isr_agreement(tp)
-                        budget -= 1
-                if suspects[tp] <= now:
+                k += 1
+                key = self._agreement_key(tp)
+                if key is not None and key != checked.get(tp):
+                    checked[tp] = key
+                    self.check_isr_agreement(tp)
+                    budget -= 1
+            if min(suspects.values()) <= now:  # expired suspects leave (after their check)
+                for tp in [tp for tp, until in suspects.items() if until <= now]:
                     del suspects[tp]
-                    self._checked.pop(tp, None)
+                    checked.pop(tp, None)
+                self._suspect_order = [tp for tp in order if tp in suspects]
             self._suspect_rotor = start + (self.suspect_budget - budget)
         tps = self.cluster.tps
         if tps and self.sample_per_check > 0:
@@ -458,17 +524,14 @@ class InvariantChecker:
                 hw = p.high_watermark
                 if hw > lg.log_end_offset:
                     self.fail("hw_le_leo", f"broker {b} {tp}: HW {hw} > LEO {lg.log_end_offset}")
-                rows, _ = self._batches(b, tp, lg)
-                self._check_rows(tp, b, rows, -1)
+                self._check_rows(tp, b, self._batches(b, tp, lg)[0], -1)
         for tp in cluster.tps:
-            self.check_isr_agreement(tp)
-            leader_id, _ = cluster.leader_and_isr(tp)
-            leader = cluster.brokers.get(leader_id)
-            if leader is not None and leader.alive and leader.rm is not None:
-                p = leader.rm.partition(tp)
-                if p is not None and p.is_leader and p.log is not None:
-                    self.check_durability(tp, p.log, leader_id)
+            leading = self._leading(tp)
+            if leading is not None:
+                leader_id, p = leading
+                self._agreement(tp, leader_id, p)
+                self.check_durability(tp, p.log, leader_id)
 
 
-__all__ = ["LOSS_CAUSES", "AckLedger", "InvariantChecker", "InvariantViolation", "log_batches",
-           "records_digest"]
+__all__ = ["LOSS_CAUSES", "AckLedger", "InvariantChecker", "InvariantViolation", "LogScan",
+           "log_batches", "records_digest", "scan_log"]

@@ -1,0 +1,9 @@
+"""Invariant-checker kernels over batch header rows (twin: ``invariants_py.py``)."""
+import numpy as np
+import numpy.typing as npt
+
+OUT_OF_ORDER: int
+NONE: int
+
+def check_rows(h: npt.NDArray[np.int64], limit: int) -> int: ...
+def agree_below(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], limit: int) -> bool: ...
