@@ -630,3 +630,43 @@ def test_fixture_indexes_on_memory_medium(kernel):
         assert [a.entry(i) for i in range(a.entries)] == [b.entry(i) for i in range(b.entries)]
         a.close()
         b.close()
+
+
+# --- lazy mapping (Kafka's LazyIndex) ---------------------------------------------------------
+def test_index_maps_on_first_read_and_appends_before_it_are_seen(fs, kernel):
+    """A new index is not mapped until read; entries appended before and after the first read
+    are all found, and the file holds them whichever came first."""
+    m, _ = fs
+    o, t = oidx(fs, kernel, base=100, size=8000), tidx(fs, kernel, base=100, size=12000)
+    assert o._view is None and t._view is None
+    for i in range(50):
+        o.append(100 + 3 * i, 40 * i)
+        t.maybe_append(1_000 + 10 * i, 100 + 3 * i)
+    assert o._view is None and t._view is None
+    assert o.lookup(131) == (130, 400)  # first read maps
+    assert t.lookup(1_095) == (1_090, 127)
+    assert o._view is not None and t._view is not None
+    for i in range(50, 80):  # appends after mapping go through the same bytes
+        o.append(100 + 3 * i, 40 * i)
+        t.maybe_append(1_000 + 10 * i, 100 + 3 * i)
+    assert o.lookup(100 + 3 * 79 + 1) == (100 + 3 * 79, 40 * 79)
+    assert t.lookup(1_000 + 10 * 79) == (1_000 + 10 * 79, 100 + 3 * 79)
+    assert o.entry(60) == (280, 2_400)
+    o.resize(8 * 80)  # remap after a resize is lazy again
+    assert o._view is None and o.lookup(101) == (100, 0) and o.max_entries == 80
+    o.close()
+    assert offset_entries(m.read_bytes(o.path)) == [(3 * i, 40 * i) for i in range(80)]
+
+
+def test_preallocated_index_on_memory_costs_nothing_until_mapped():
+    """The 10 MiB default pre-allocation is a hole on the in-memory medium until a lookup maps
+    the index (then its whole length is there, as with Kafka's mmap)."""
+    m = MemoryMedium()
+    m.makedirs("/seg")
+    o = OffsetIndex(m, "/seg/00000000000000000000.index", 0)
+    inode = m._files["/seg/00000000000000000000.index"]
+    assert inode.size == 10_485_760 and len(inode.buf) == 0
+    o.append(5, 0)
+    assert len(inode.buf) < 4096
+    assert o.lookup(6) == (5, 0)
+    assert len(inode.buf) >= 10_485_760

@@ -552,3 +552,81 @@ def test_memory_write_atomic_matches_the_generic_steps(ops):
             assert fast.read_bytes(p) == slow.read_bytes(p)
             assert fast.durable_bytes(p) == slow.durable_bytes(p)
         assert sorted(fast._durable) == sorted(slow._durable)
+
+
+# --- sparse files: an extension is a hole until written or viewed ------------------------------
+def test_extension_is_a_hole_that_reads_as_zeros_until_written(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"head")
+        f.truncate(10 * 1024 * 1024)  # segment.index.bytes' default pre-allocation
+        inode = f._inode
+        assert len(inode.buf) < 4096  # nothing materialised for the hole
+        assert f.size() == 10 * 1024 * 1024
+        assert f.read(0, 8) == b"head\x00\x00\x00\x00"
+        assert f.read(5_000_000, 3) == b"\x00\x00\x00"
+        f.write(4096, b"W")
+        assert len(inode.buf) < 16384
+        assert f.read(4094, 4) == b"\x00\x00W\x00"
+        v = f.view(0, 8192)  # a view aliases bytes: the viewed range is filled
+        assert len(inode.buf) >= 8192 and bytes(v[4096:4097]) == b"W"
+        f.write(100, b"Q")  # inside the materialised range: the held view sees it
+        assert bytes(v[100:101]) == b"Q"
+        v.release()
+        f.flush()
+    mem.fsync_dir("/d")
+    durable = mem.durable_bytes("/d/f")
+    assert len(durable) == 10 * 1024 * 1024
+    assert durable[:4] == b"head" and durable[100:101] == b"Q" and durable[4096:4097] == b"W"
+    assert durable.count(0) == len(durable) - 6
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == durable
+
+
+_sparse_ops = st.lists(st.one_of(
+    st.tuples(st.just("append"), st.binary(max_size=200)),
+    st.tuples(st.just("write"), st.integers(0, 3000), st.binary(min_size=1, max_size=100)),
+    st.tuples(st.just("truncate"), st.integers(0, 3000)),
+    st.tuples(st.just("view"), st.integers(0, 3100), st.integers(-1, 800)),
+    st.tuples(st.just("flush")),
+    st.tuples(st.just("crash")),
+), max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=_sparse_ops)
+def test_sparse_memory_file_matches_a_dense_model(ops):
+    """Current and durable bytes after any mix of appends, writes, truncations (holes), views,
+    flushes and power failures equal a model that keeps every byte."""
+    m = MemoryMedium()
+    m.makedirs("/r")
+    f = m.open("/r/f", create=True)
+    m.fsync_dir("/r")
+    cur, durable = bytearray(), bytearray()
+    for op in ops:
+        if op[0] == "append":
+            assert f.append(op[1]) == len(cur)
+            cur += op[1]
+        elif op[0] == "write":
+            f.write(op[1], op[2])
+            end = op[1] + len(op[2])
+            if end > len(cur):
+                cur += bytes(end - len(cur))
+            cur[op[1]:end] = op[2]
+        elif op[0] == "truncate":
+            f.truncate(op[1])
+            cur = cur[:op[1]] + bytes(max(0, op[1] - len(cur)))
+        elif op[0] == "view":
+            v = f.view(op[1], op[2])
+            end = len(cur) if op[2] < 0 else min(len(cur), op[1] + op[2])
+            assert bytes(v) == bytes(cur[op[1]:max(op[1], end)])
+            v.release()
+        elif op[0] == "flush":
+            f.flush()
+            durable = bytearray(cur)
+        else:
+            m.crash("power")
+            cur = bytearray(durable)
+            f = m.open("/r/f")
+        assert f.size() == len(cur)
+        assert f.read(0) == bytes(cur)
+        assert m.durable_bytes("/r/f") == bytes(durable)

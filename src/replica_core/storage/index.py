@@ -45,6 +45,28 @@ class _ClosedSearcher:
         raise ValueError(f"index {self._path} is closed")
 
 
+class _LazySearcher:
+    """Stands in for the kernel searcher until the index is first read (Kafka's ``LazyIndex``):
+    a new segment's pre-allocated indexes are not mapped until a lookup needs them, which on
+    the in-memory medium also leaves their zero-filled tail unallocated."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: _Index):
+        object.__setattr__(self, "_index", index)
+
+    def __getattr__(self, name: str) -> Any:
+        index = self._index
+        index._map()
+        return getattr(index._searcher, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # ``entries`` updates before the first read: the searcher is built from the index's
+        # own count when it is mapped
+        if name != "entries":
+            raise AttributeError(name)
+
+
 class _Index:
     """What ``AbstractIndex`` shares: file sizing, entry count, resize/trim/reset, close."""
 
@@ -69,7 +91,7 @@ class _Index:
         self.max_index_size = int(max_index_size)
         self.writable = writable
         self._kernel = kernel if kernel is not None else _kernel
-        self._searcher: Any = None
+        self._searcher: Any = _LazySearcher(self)
         self._view: memoryview | None = None
         es = self.ENTRY_SIZE
         newly_created = not medium.exists(self.path)
@@ -87,20 +109,21 @@ class _Index:
         self._max_entries = self._length // es
         # A pre-existing index is assumed valid up to its (rounded-down) length.
         self._entries = 0 if newly_created else self._max_entries
-        self._map()
         self._reload_last()
 
     # -- mapping -------------------------------------------------------------------------------
     def _map(self) -> None:
-        assert self._file is not None
+        if self._file is None:
+            raise ValueError(f"index {self.path} is closed")
         self._view = self._file.view(0, self._length)
         self._searcher = getattr(self._kernel, self._SEARCHER)(
             self._view, self.base_offset, self._entries)
 
     def _unmap(self) -> None:
-        if self._searcher is not None and self._file is not None:
-            self._searcher.release()
-        self._searcher = None
+        searcher = self._searcher
+        if not isinstance(searcher, (_LazySearcher, _ClosedSearcher)) and self._file is not None:
+            searcher.release()
+        self._searcher = _LazySearcher(self)
         if self._view is not None:
             self._view.release()
             self._view = None
@@ -184,7 +207,6 @@ class _Index:
         f.truncate(rounded)
         self._length = rounded
         self._max_entries = rounded // es
-        self._map()
         self._reload_last()
         return True
 
@@ -253,10 +275,11 @@ class _Index:
         """Point at the same file name in another directory (after the directory moved)."""
         self.path = posixpath.join(os.fspath(parent_dir), posixpath.basename(self.path))
 
-    def _raw(self) -> memoryview:
-        if self._view is None:
-            raise ValueError(f"index {self.path} is closed")
-        return self._view
+    def _entry_bytes(self, n: int) -> bytes | memoryview:
+        """Slot ``n``'s bytes read from the file, for an index not mapped yet (reading the
+        last entry after a resize or truncation does not map it)."""
+        es = self.ENTRY_SIZE
+        return self._open_file().read(n * es, es)
 
     def __enter__(self) -> _Index:
         return self
@@ -288,7 +311,11 @@ class OffsetIndex(_Index):
         if n < 0 or n >= self._entries:
             raise IndexError(f"Attempt to fetch the {n}th entry from index {self.path}, "
                              f"which has size {self._entries}")
-        rel, pos = _OFFSET_ENTRY.unpack_from(self._raw(), n * 8)
+        view = self._view
+        if view is not None:
+            rel, pos = _OFFSET_ENTRY.unpack_from(view, n * 8)
+        else:
+            rel, pos = _OFFSET_ENTRY.unpack_from(self._entry_bytes(n), 0)
         return self.base_offset + rel, pos
 
     def last_entry(self) -> tuple[int, int]:
@@ -365,7 +392,11 @@ class TimeIndex(_Index):
         if n < 0 or n >= self._entries:
             raise IndexError(f"Attempt to fetch the {n}th entry from time index {self.path} "
                              f"which has size {self._entries}")
-        ts, rel = _TIME_ENTRY.unpack_from(self._raw(), n * 12)
+        view = self._view
+        if view is not None:
+            ts, rel = _TIME_ENTRY.unpack_from(view, n * 12)
+        else:
+            ts, rel = _TIME_ENTRY.unpack_from(self._entry_bytes(n), 0)
         return ts, self.base_offset + rel
 
     def last_entry(self) -> tuple[int, int]:

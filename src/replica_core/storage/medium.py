@@ -313,14 +313,19 @@ class FileMedium(Medium):
 
 
 class _Inode:
-    """One file's bytes: ``buf[:size]`` is the cached content, ``durable`` the flushed one."""
+    """One file's bytes, sparse like a file system's: ``size`` is the length, ``buf`` holds the
+    materialised prefix and everything from ``len(buf)`` to ``size`` is a hole that reads as
+    zeros (a pre-allocated index costs nothing until it is written or mapped). ``buf[size:]``
+    is always zero. ``durable`` and ``durable_size`` are the flushed content, sparse the same
+    way."""
 
-    __slots__ = ("buf", "size", "durable", "dirty_lo", "dirty_hi")
+    __slots__ = ("buf", "size", "durable", "durable_size", "dirty_lo", "dirty_hi")
 
     def __init__(self) -> None:
         self.buf = bytearray()
         self.size = 0
         self.durable: bytearray | None = None
+        self.durable_size = 0
         self.dirty_lo = 1 << 62
         self.dirty_hi = 0
 
@@ -331,41 +336,55 @@ class _Inode:
             self.dirty_hi = hi
 
     def ensure(self, size: int) -> None:
-        """Make room for ``size`` bytes without resizing ``buf`` in place (views may hold it)."""
-        cap = len(self.buf)
+        """Materialise ``size`` bytes without resizing ``buf`` in place (views may hold it)."""
+        buf = self.buf
+        cap = len(buf)
         if size > cap:
             new = bytearray(max(size, 2 * cap, 64))
-            new[: self.size] = self.buf[: self.size]
+            new[:cap] = buf
             self.buf = new
 
     def set_size(self, size: int) -> None:
+        """Truncate or extend; an extension is a hole until written."""
         old = self.size
         if size < old:
-            self.buf[size:old] = bytes(old - size)  # same length: allowed while views exist
-        else:
-            self.ensure(size)
+            hi = min(old, len(self.buf))
+            if size < hi:
+                self.buf[size:hi] = bytes(hi - size)  # same length: allowed while views exist
         self.size = size
         self.mark(min(size, old), max(size, old))
 
     def flush(self) -> None:
         size = self.size
+        buf = self.buf
+        filled = min(size, len(buf))
         if self.durable is None:
-            self.durable = bytearray(self.buf[:size])
+            self.durable = bytearray(buf[:filled])
         else:
             d = self.durable
             if len(d) > size:
                 del d[size:]
-            elif len(d) < size:
-                d.extend(bytes(size - len(d)))
             lo, hi = self.dirty_lo, min(self.dirty_hi, size)
             if lo < hi:
-                d[lo:hi] = self.buf[lo:hi]
+                copy_hi = min(hi, filled)
+                if len(d) < copy_hi:
+                    d.extend(bytes(copy_hi - len(d)))
+                if lo < copy_hi:
+                    d[lo:copy_hi] = buf[lo:copy_hi]
+                zero_lo, zero_hi = max(lo, filled), min(hi, len(d))
+                if zero_lo < zero_hi:  # now a hole: what was durable there reads as zeros
+                    d[zero_lo:zero_hi] = bytes(zero_hi - zero_lo)
+        self.durable_size = size
         self.dirty_lo = 1 << 62
         self.dirty_hi = 0
 
     def revert(self) -> None:
-        self.buf = bytearray(self.durable) if self.durable is not None else bytearray()
-        self.size = len(self.buf)
+        if self.durable is None:
+            self.buf = bytearray()
+            self.size = 0
+        else:
+            self.buf = bytearray(self.durable)
+            self.size = self.durable_size
         self.dirty_lo = 1 << 62
         self.dirty_hi = 0
 
@@ -399,13 +418,18 @@ class _MemoryFile(MediumFile):
         end = inode.size if n < 0 else min(inode.size, position + n)
         if position >= end:
             return b""
-        return bytes(inode.buf[position:end])
+        data = bytes(inode.buf[position:end])
+        if len(data) < end - position:  # the rest is a hole
+            data += bytes(end - position - len(data))
+        return data
 
     def view(self, position: int = 0, n: int = -1) -> memoryview:
         inode = self._check()
         end = inode.size if n < 0 else min(inode.size, position + n)
         if position >= end:
             return memoryview(b"")
+        if end > len(inode.buf):  # a view aliases the bytes: fill the hole first
+            inode.ensure(end)
         return memoryview(inode.buf)[position:end].toreadonly()
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
@@ -427,6 +451,8 @@ class _MemoryFile(MediumFile):
         end = position + n
         if end > inode.size:
             inode.set_size(end)
+        if end > len(inode.buf):
+            inode.ensure(end)
         inode.buf[position:end] = mv
         inode.mark(position, end)
 
@@ -682,6 +708,7 @@ class MemoryMedium(Medium):
         inode.buf = bytearray(data)
         inode.size = len(inode.buf)
         inode.durable = bytearray(inode.buf)
+        inode.durable_size = inode.size
         self._set_file(p, inode)
         self.fsync_dir(parent)
 
@@ -705,7 +732,9 @@ class MemoryMedium(Medium):
         inode = self._durable.get(_norm(path))
         if inode is None:
             return None
-        return bytes(inode.durable) if inode.durable is not None else b""
+        if inode.durable is None:
+            return b""
+        return bytes(inode.durable) + bytes(inode.durable_size - len(inode.durable))
 
     def files(self) -> list[str]:
         """Every current file path, sorted (for tests and reports)."""
