@@ -275,7 +275,7 @@ class _Index:
         """Point at the same file name in another directory (after the directory moved)."""
         self.path = posixpath.join(os.fspath(parent_dir), posixpath.basename(self.path))
 
-    def _entry_bytes(self, n: int) -> bytes | memoryview:
+    def _entry_bytes(self, n: int) -> bytes:
         """Slot ``n``'s bytes read from the file, for an index not mapped yet (reading the
         last entry after a resize or truncation does not map it)."""
         es = self.ENTRY_SIZE
