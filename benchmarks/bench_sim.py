@@ -14,8 +14,9 @@ Peers in the same run: the same cluster with no producer (setup plus the idle co
 sessions, heartbeats and scheduled ticks), and the bare event loop running the same number of
 no-op events (the floor any discrete-event simulator in Python pays per event).
 
-Run: ``/work/venv/bin/python benchmarks/bench_sim.py`` (``--quick``: 20 simulated seconds and
-1k/3k only; ``--json out.json`` to keep the figures).
+Run: ``python benchmarks/bench_sim.py`` (``--quick``: 20 simulated seconds and 1k/3k only;
+``--json out.json`` to keep the figures). ``pytest benchmarks/bench_sim.py`` runs Part 1's default
+scenario and the bare-loop peer under pytest-benchmark and prints the speed against real time.
 """
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ import json
 import sys
 import time
 from typing import Any
+
+import pytest
 
 from replica_core.sim import scenario as sc
 from replica_core.sim.cluster import quiet_logs
@@ -63,15 +66,27 @@ def _restart_seconds(scenario: sc.Scenario) -> float:
         restore()
 
 
-def _loop_floor(events: int) -> float:
-    """Seconds for the bare EventLoop to run ``events`` no-op callbacks."""
+def _loaded_loop(events: int) -> EventLoop:
+    """A bare EventLoop holding ``events`` no-op callbacks, 100 per simulated millisecond."""
     loop = EventLoop(1)
     noop = lambda: None  # noqa: E731
     for k in range(events):
         loop.call_at(loop.now + k // 100, noop)
-    t0 = time.perf_counter()
+    return loop
+
+
+def _drain(loop: EventLoop) -> int:
+    n = 0
     while loop.step():
-        pass
+        n += 1
+    return n
+
+
+def _loop_floor(events: int) -> float:
+    """Seconds for the bare EventLoop to run ``events`` no-op callbacks."""
+    loop = _loaded_loop(events)
+    t0 = time.perf_counter()
+    _drain(loop)
     return time.perf_counter() - t0
 
 
@@ -143,6 +158,47 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(out, fh, indent=2)
     return 0
+
+
+# --- the same target under pytest-benchmark (``pytest benchmarks/bench_sim.py``) ------------------
+_medians: dict[str, float] = {}
+_events: dict[str, int] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ratio_report(request):
+    yield
+    if "default" not in _medians:
+        return
+    capman = request.config.pluginmanager.get_plugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        wall, events = _medians["default"], _events["default"]
+        print(f"\nbench_sim: default scenario {events:,} events, median wall {wall:.2f} s = "
+              f"{60 / wall:.2f}x real time (target >= 10x), {events / wall:,.0f} events/s")
+        if "loop_floor" in _medians:
+            print(f"  bare event loop, same number of no-op events: "
+                  f"{wall / _medians['loop_floor']:,.0f}x faster than the simulator")
+
+
+def test_sim_default_scenario(benchmark):
+    """The embedded default scenario end to end; the limit it is held to is real time."""
+    scenario = sc.load(sc.default_scenario_path())
+    summary, _, _ = benchmark.pedantic(run_scenario, args=(scenario,), rounds=2, iterations=1)
+    assert summary["lost_acked_records"] == 0 and summary["sim_seconds"] == 60
+    benchmark.group = "sim-default"
+    _medians["default"] = benchmark.stats.stats.median
+    _events["default"] = summary["events"]
+    benchmark.extra_info["speed_vs_real_time"] = round(60 / _medians["default"], 2)
+
+
+def test_sim_bare_loop_floor(benchmark):
+    """Peer: the bare event loop running as many no-op events as the default scenario."""
+    events = _events.get("default", 29_605)
+    ran = benchmark.pedantic(_drain, setup=lambda: ((_loaded_loop(events),), {}), rounds=3,
+                             iterations=1)
+    assert ran == events
+    benchmark.group = "sim-default"
+    _medians["loop_floor"] = benchmark.stats.stats.median
 
 
 if __name__ == "__main__":
