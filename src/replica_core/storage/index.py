@@ -46,9 +46,10 @@ class _ClosedSearcher:
 
 
 class _LazySearcher:
-    """Stands in for the kernel searcher until the index is first read (Kafka's ``LazyIndex``):
-    a new segment's pre-allocated indexes are not mapped until a lookup needs them, which on
-    the in-memory medium also leaves their zero-filled tail unallocated."""
+    """Stands in for the kernel searcher until the index is first read: the mapping half of
+    Kafka's ``LazyIndex`` (``LogSegment`` already defers opening an existing segment's index
+    files; this defers mapping any open index, a new segment's pre-allocated ones included,
+    which on the in-memory medium also leaves their zero-filled tail unallocated)."""
 
     __slots__ = ("_index",)
 
