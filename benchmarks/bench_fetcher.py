@@ -24,7 +24,7 @@ out) and as the bare kernel call (row numbers out).
 Part 3 — the Part 1 rounds again with the fetcher's states in ``ColumnarPartitionStates``: the
 kernel selections plus the upkeep of the columns on every state change, end to end.
 
-Run: ``/work/venv/bin/python benchmarks/bench_fetcher.py`` (``--quick`` for a short run).
+Run: ``python benchmarks/bench_fetcher.py`` (``--quick`` for a short run).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Log storage: leader append, recovery scan and single reads, each beside a raw peer.
 
-    /work/venv/bin/pytest benchmarks/bench_log.py --benchmark-only -p no:cacheprovider
+    pytest benchmarks/bench_log.py --benchmark-only -p no:cacheprovider
 
 One run, same bytes for both contenders of a group (the machine is shared; only same-run
 ratios mean anything). The ratio table is printed at the end.

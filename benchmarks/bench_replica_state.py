@@ -12,7 +12,7 @@ run, each timed from the same starting state and checked to give identical resul
 
 Then the cost of one follower-fetch update called from Python, per call.
 
-Run: ``/work/venv/bin/python benchmarks/bench_replica_state.py`` (``--help`` for sizes).
+Run: ``python benchmarks/bench_replica_state.py`` (``--help`` for sizes).
 """
 from __future__ import annotations
 

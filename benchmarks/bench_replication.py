@@ -14,7 +14,7 @@ with nothing new (an idle round). The peer in the same run: the state kernels al
 ``follower_fetch`` called once per partition from Python, and ``follower_fetch_batch`` over
 1,000 rows — i.e. the part of ``serve`` that is replication state, not I/O or objects.
 
-Run: ``/work/venv/bin/python benchmarks/bench_replication.py [--partitions 1000] [--rounds 30]``
+Run: ``python benchmarks/bench_replication.py [--partitions 1000] [--rounds 30]``
 """
 from __future__ import annotations
 

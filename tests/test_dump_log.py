@@ -13,7 +13,7 @@ import shutil
 import stat
 
 import pytest
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, require_nonempty
 from storage_testlib import parse_batches, parse_offset_index, parse_time_index
 
 from replica_core.cli import main as cli_main
@@ -46,7 +46,8 @@ def _run(args):
 
 
 FIXTURE_ROOT = str(FIXTURE_LOGS)
-FIXTURE_LOGS = sorted(glob.glob(os.path.join(FIXTURE_ROOT, "**", "*.log"), recursive=True))
+FIXTURE_LOGS = require_nonempty(
+    sorted(glob.glob(os.path.join(FIXTURE_ROOT, "**", "*.log"), recursive=True)), "*.log files")
 
 
 @pytest.mark.parametrize("path", FIXTURE_LOGS, ids=lambda p: p.split("kafka-logs/", 1)[-1])

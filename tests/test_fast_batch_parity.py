@@ -3,7 +3,7 @@
 
 Parity: for every input both kernels return identical values (same dtype, shape and contents for
 arrays) or raise the same error type. Inputs: batches built by kafka-python and aiokafka, the real
-Kafka logs under ``shared/fixtures/kafka-logs``, records encoded here field by field (to reach
+Kafka logs under ``tests/data/kafka-logs``, records encoded here field by field (to reach
 varint corner cases no client writes), and hypothesis-generated, mutated, truncated and garbage
 buffers.
 """
@@ -22,7 +22,7 @@ import pytest
 from aiokafka import codec as aio_codec
 from aiokafka.record._crecords import DefaultRecordBatch as AioBatch
 from aiokafka.record._crecords import DefaultRecordBatchBuilder as AioBuilder
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, require_nonempty
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
@@ -203,7 +203,9 @@ CLIENT_BATCHES = {
 
 
 def fixture_log_files():
-    return sorted(p for p in FIXTURE_LOGS.glob("**/*.log") if p.stat().st_size > 0)
+    return require_nonempty(
+        sorted(p for p in FIXTURE_LOGS.glob("**/*.log") if p.stat().st_size > 0),
+        "non-empty *.log files")
 
 
 def fixture_log_ids():

@@ -1,4 +1,4 @@
-"""Every batch of the real Kafka logs in shared/fixtures/kafka-logs (see SOURCES.md there):
+"""Every batch of the real Kafka logs in tests/data/kafka-logs (see SOURCES.md there):
 framing reaches the end of each file, every CRC-32C checks, every batch's records decode to
 exactly its declared count with the declared offsets, and the append-path analysis accepts the
 logs as a follower would receive them (§1.1-§1.3, §2.2)."""
@@ -8,7 +8,7 @@ import mmap
 
 import numpy as np
 import pytest
-from conftest import FIXTURE_LOGS
+from conftest import FIXTURE_LOGS, require_nonempty
 from kafka.record.default_records import DefaultRecordBatch as KpBatch
 
 from replica_core.records import (
@@ -22,8 +22,8 @@ from replica_core.records import (
 )
 
 FIXTURES = FIXTURE_LOGS
-LOGS = sorted(FIXTURES.glob("**/*.log"))
-NON_EMPTY = [p for p in LOGS if p.stat().st_size > 0]
+LOGS = require_nonempty(sorted(FIXTURES.glob("**/*.log")), "*.log files")
+NON_EMPTY = require_nonempty([p for p in LOGS if p.stat().st_size > 0], "non-empty *.log files")
 
 
 def test_fixture_logs_present():

@@ -1,4 +1,4 @@
-"""Real Kafka log directories (../shared/fixtures/kafka-logs, see SOURCES.md there).
+"""Real Kafka log directories (tests/data/kafka-logs, see SOURCES.md there).
 
 Each dir is copied to tmp (fixtures are read-only), loaded by our LogManager (plus
 ``__cluster_metadata-0``, which Kafka's LogManager leaves to the raft layer, through Log.open),

@@ -1,4 +1,4 @@
-"""Native kernels (Cython and numba) and their plain-Python twins.
+"""Native kernels (Cython) and their plain-Python twins.
 
 Every kernel module ``_name`` (compiled) has a twin ``name_py`` (plain Python) with the same
 functions and results. ``REPLICA_CORE_PURE=1`` in the environment makes :func:`load` return the
