@@ -56,6 +56,9 @@ class FetcherCluster:
                  truncate_on_fetch: bool = True, **config: Any) -> None:
         self.clock = ManualClock(START_MS)
         self.medium = MemoryMedium()
+        # Fetches are answered at once unless a test asks for long polling: each ``step`` is
+        # then one complete fetch round trip per fetcher.
+        config.setdefault("replica_fetch_wait_max_ms", 0)
         self.config = ReplicaConfig(**config)
         self.log_config = log_config
         self.truncate_on_fetch = truncate_on_fetch

@@ -16,6 +16,7 @@ from replica_core.fetcher import (
 )
 from replica_core.replication.messages import (
     FetchPartition,
+    FetchPartitionResponse,
     FetchRequest,
     OffsetForLeaderPartition,
     OffsetsForLeaderEpochRequest,
@@ -94,8 +95,10 @@ def test_follower_high_watermark_can_move_down_with_the_leader():
     f = c.fetcher(1)
     req, _ = f.build_fetch()
     resp = f.leader.fetch(req)
-    low = dataclasses.replace(resp, partitions=(dataclasses.replace(resp.partitions[0],
-                                                                    high_watermark=1),))
+    assert resp.partitions == ()   # incremental session fetch: nothing new to send
+    lead = c.log(0)
+    low = dataclasses.replace(resp, partitions=(FetchPartitionResponse(
+        TP, Errors.NONE, 1, 1, lead.log_start_offset, lead.log_end_offset),))
     f.process_fetch_response(req, low)
     assert c.log(1).high_watermark == 1
 

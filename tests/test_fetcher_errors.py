@@ -274,12 +274,22 @@ def test_failed_request_delays_all_partitions():
     assert f.next_deadline_ms() == c.clock.milliseconds() + c.config.replica_fetch_backoff_ms
 
 
-def test_top_level_error_delays_all_partitions():
+def test_top_level_error_closes_the_session_and_retries_in_full():
+    """A top-level error answers the fetch session (FetchSessionHandler.handleResponse): nothing
+    is processed, no partition is delayed, and the next request is a full one that closes the
+    session it names (epoch 0) — RemoteLeaderEndPoint.fetch returns no partition data."""
     c = leader_and_follower()
+    c.produce(values=[b"new"])
     f = c.fetcher(1)
     req, _ = f.build_fetch()
+    assert req.session_id != 0 and req.session_epoch >= 1          # incremental by now
     f.process_fetch_response(req, FetchResponse(Errors.UNKNOWN_SERVER_ERROR, ()))
-    assert is_delayed_by_backoff(c, f)
+    assert not is_delayed_by_backoff(c, f) and c.log(1).log_end_offset == 3
+    again, _ = f.build_fetch()
+    assert (again.session_id, again.session_epoch) == (req.session_id, 0)
+    assert [p.tp for p in again.partitions] == [TP]
+    f.process_fetch_response(again, f.leader.fetch(again))
+    assert c.log(1).log_end_offset == 4
 
 
 # ---- stale answers --------------------------------------------------------------------------------

@@ -28,8 +28,10 @@ def three_partitions(batches_each: int = 3, **config) -> FetcherCluster:
 
 
 def request_order(c: FetcherCluster) -> list[TopicPartition]:
-    req, _ = c.fetcher(1, P[0]).build_fetch()
-    return [] if req is None else [p.tp for p in req.partitions]
+    """The partitions the next fetch asks for, in the fetcher's fair order (an incremental
+    session request itself carries only the changed ones)."""
+    parts, _ = c.fetcher(1, P[0]).fetch_partitions()
+    return [p.tp for p in parts]
 
 
 def leos(c: FetcherCluster) -> list[int]:

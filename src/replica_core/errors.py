@@ -36,6 +36,8 @@ class Errors(IntEnum):
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     OPERATION_NOT_ATTEMPTED = 55
+    FETCH_SESSION_ID_NOT_FOUND = 70
+    INVALID_FETCH_SESSION_EPOCH = 71
     KAFKA_STORAGE_ERROR = 56
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -49,6 +51,7 @@ class Errors(IntEnum):
     INVALID_UPDATE_VERSION = 95
     UNKNOWN_TOPIC_ID = 100
     INCONSISTENT_TOPIC_ID = 103
+    FETCH_SESSION_TOPIC_ID_ERROR = 106
     INELIGIBLE_REPLICA = 107
     NEW_LEADER_ELECTED = 108
 
@@ -212,6 +215,19 @@ class StaleControllerEpochError(KafkaError):
 
 class InconsistentTopicIdError(KafkaError):
     code = Errors.INCONSISTENT_TOPIC_ID
+
+
+# --- fetch sessions (KIP-227) -------------------------------------------------------------------
+class FetchSessionIdNotFoundError(KafkaError):
+    """An incremental fetch names a session the leader does not have (evicted or never made)."""
+
+    code = Errors.FETCH_SESSION_ID_NOT_FOUND
+
+
+class InvalidFetchSessionEpochError(KafkaError):
+    """An incremental fetch whose session epoch is not the one the leader expects next."""
+
+    code = Errors.INVALID_FETCH_SESSION_EPOCH
 
 
 _BY_CODE: dict[Errors, type[KafkaError]] = {}

@@ -8,6 +8,7 @@ the same fetcher code can later run over a socket with another implementation.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from replica_core.errors import Errors, RequestTimedOutError, for_code
@@ -30,21 +31,26 @@ class EpochAndOffset(NamedTuple):
     offset: int
 
 
+FetchAnswer = Callable[[FetchResponse | BaseException], None]
+EpochAnswer = Callable[[Mapping[TopicPartition, EpochEndOffset] | BaseException], None]
+
+
 @runtime_checkable
 class LeaderEndPoint(Protocol):
     """What a follower fetcher needs from the broker it replicates from (Kafka's LeaderEndPoint).
 
-    ``fetch_earliest_offset`` / ``fetch_latest_offset`` raise the partition's ``KafkaError``
-    (e.g. ``FencedLeaderEpochError``) when the leader answers with an error, as
-    ``RemoteLeaderEndPoint.fetchOffset`` does; ``fetch`` raises for a failure of the whole
-    request (transport or top-level error).
+    Fetch and OffsetsForLeaderEpoch are sent: the answer (the response, or the exception that
+    failed the whole request) reaches ``on_answer`` exactly once, at once or later — a leader
+    may park a fetch for up to its ``max_wait_ms`` (long polling). ``fetch_earliest_offset`` /
+    ``fetch_latest_offset`` answer synchronously and raise the partition's ``KafkaError`` (e.g.
+    ``FencedLeaderEpochError``) when the leader answers with an error, as
+    ``RemoteLeaderEndPoint.fetchOffset`` does.
     """
 
-    def fetch(self, request: FetchRequest) -> FetchResponse: ...
+    def send_fetch(self, request: FetchRequest, on_answer: FetchAnswer) -> None: ...
 
-    def fetch_epoch_end_offsets(
-        self, request: OffsetsForLeaderEpochRequest
-    ) -> dict[TopicPartition, EpochEndOffset]: ...
+    def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
+                           on_answer: EpochAnswer) -> None: ...
 
     def fetch_earliest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> EpochAndOffset: ...
 
@@ -54,16 +60,12 @@ class LeaderEndPoint(Protocol):
 class InProcessLeaderEndPoint:
     """A leader endpoint that calls another broker's ``ReplicaManager`` directly.
 
-    Fetch and purgatory: the leader may park a follower fetch in its fetch purgatory until
-    ``min_bytes`` accumulate or ``max_wait_ms`` elapses (§3.6, §6.9). A synchronous call cannot
-    wait, so this endpoint completes it *as if the max wait had elapsed*: it sends the request with
-    ``max_wait_ms = 0``, which makes the leader answer at once with whatever is available — exactly
-    the answer a parked fetch gives on expiry when nothing happens meanwhile (nothing can: the call
-    is synchronous). The follower's fetch state on the leader is updated by that first read, as it
-    would be by the first read of a parked fetch. Should the leader park the request anyway (it
-    returns None), the response delivered to the callback is used if it already arrived; otherwise
-    the endpoint raises ``RequestTimedOutError`` and the fetcher backs off as after any failed
-    request.
+    A fetch goes to the leader's ``fetch_messages``: answered at once when it can be, else
+    parked in the leader's fetch purgatory (§3.6, §6.9) and answered when the leader completes
+    it — an append, a HW or leadership change, or ``replica.fetch.wait.max.ms`` passing on the
+    leader's clock (its ``tick``). A failure to reach the leader (an exception from it) is the
+    request's answer. :meth:`fetch` is a synchronous shortcut for tests: it asks with
+    ``max_wait_ms = 0``, so the leader answers at once.
     """
 
     def __init__(self, replica_manager: Any, follower_broker_id: int,
@@ -76,16 +78,31 @@ class InProcessLeaderEndPoint:
     def leader_broker_id(self) -> int:
         return int(self.replica_manager.broker_id)
 
+    def send_fetch(self, request: FetchRequest, on_answer: FetchAnswer) -> None:
+        try:
+            response = self.replica_manager.fetch_messages(request, on_answer)
+        except Exception as e:  # the leader cannot be reached
+            on_answer(e)
+            return
+        if response is not None:
+            on_answer(response)
+
+    def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
+                           on_answer: EpochAnswer) -> None:
+        try:
+            answers: Mapping[TopicPartition, EpochEndOffset] | BaseException = \
+                self.fetch_epoch_end_offsets(request)
+        except Exception as e:
+            answers = e
+        on_answer(answers)
+
     def fetch(self, request: FetchRequest) -> FetchResponse:
-        """Serve ``request`` on the leader now (a parked fetch is completed as if expired)."""
+        """Serve ``request`` on the leader now (asked with ``max_wait_ms = 0``)."""
         if request.max_wait_ms > 0:
             request = dataclasses.replace(request, max_wait_ms=0)
-        delivered: list[FetchResponse] = []
-        response = self.replica_manager.fetch_messages(request, delivered.append)
-        if response is None:
-            if not delivered:
-                raise RequestTimedOutError("in-process fetch was parked by the leader")
-            response = delivered[0]
+        response = self.replica_manager.fetch_messages(request)
+        if response is None:  # pragma: no cover - max_wait_ms = 0 is answered at once
+            raise RequestTimedOutError("in-process fetch was parked by the leader")
         return response
 
     def fetch_epoch_end_offsets(

@@ -23,7 +23,7 @@ Truncation modes (``truncation=``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple, Protocol
 
@@ -40,6 +40,7 @@ from replica_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from replica_core.fetcher.endpoint import LeaderEndPoint
+from replica_core.fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from replica_core.fetcher.partition_states import (
     FETCHING,
     TRUNCATING,
@@ -376,6 +377,18 @@ class _LocalReplica:
 
 
 _NONE = Errors.NONE
+_NO_ANSWER = object()
+
+
+class _InFlight:
+    """The request with the leader: a fetch (``fetch``) or an OffsetsForLeaderEpoch request."""
+
+    __slots__ = ("answer", "fetch", "request")
+
+    def __init__(self, fetch: bool, request: FetchRequest | OffsetsForLeaderEpochRequest) -> None:
+        self.fetch = fetch
+        self.request = request
+        self.answer: Any = _NO_ANSWER
 
 
 def _error_name(code: int) -> str:
@@ -431,9 +444,25 @@ class ReplicaFetcher:
         # and log start offset are unchanged (an idle partition's entry is the same every round):
         # tp -> (state, log_start_offset, FetchPartition); keyed by what else goes into an entry.
         self._fetch_entries: dict[TopicPartition,
-                                  tuple[PartitionFetchState, int, FetchPartition]] = {}
+                                  tuple[PartitionFetchState, Any, int, FetchPartition]] = {}
         self._fetch_entries_key: tuple[bool, int] | None = None
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker}"
+        # KIP-227: the session with the leader (RemoteLeaderEndPoint's fetchSessionHandler)
+        self.session_handler = FetchSessionHandler(source_broker)
+        self._built: tuple[FetchRequest, FetchRequestData] | None = None
+        self.wanted: list[FetchPartition] = []
+        """The partitions the last :meth:`build_fetch` asked for, in fair order (§7.3); the
+        request itself carries only what the session does not hold yet."""
+        # the request with the leader, if any, and its answer once it came
+        self._in_flight: _InFlight | None = None
+        self._sending = False
+        self.running = True
+        self.truncation_listener: Callable[[TopicPartition], None] | None = None
+        """Told of every partition this fetcher truncated (observers such as the simulator's
+        invariant checker)."""
+        self.wakeup: Callable[[], None] | None = None
+        """Called when an answer arrives later than its send (a parked fetch completed, a
+        network delivered it): whoever drives the fetcher should run :meth:`do_work` soon."""
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -462,6 +491,8 @@ class ReplicaFetcher:
         for tp, ifs in zip(tps, initial_fetch_states.values(), strict=True):
             current = self.partition_states.state_value(tp)
             self.partition_states.update_and_move_to_end(tp, self._initial_state(tp, ifs, current))
+        if self.wakeup is not None and self.running:
+            self.wakeup()  # partitionMapCond.signalAll(): a waiting thread looks again
         return set(tps)
 
     def _initial_state(self, tp: TopicPartition, ifs: InitialFetchState,
@@ -490,6 +521,7 @@ class ReplicaFetcher:
             tp = TopicPartition(*tp)
             state = self.partition_states.state_value(tp)
             self.partition_states.remove(tp)
+            self._fetch_entries.pop(tp, None)
             self.fetcher_lag_stats.unregister(tp)
             if state is not None:
                 removed[tp] = state
@@ -511,21 +543,75 @@ class ReplicaFetcher:
         return self.partition_states.state_value(TopicPartition(*tp))
 
     def shutdown(self) -> None:
-        """Drop metrics; a stepped fetcher has no thread to stop."""
+        """Stop: the outstanding request's answer is dropped, metrics unregistered."""
+        self.running = False
+        self.abandon_request()
         self.fetcher_lag_stats.unregister()
 
     # -- the loop -------------------------------------------------------------------------------
     def do_work(self) -> bool:
-        """One iteration: ``maybe_truncate()`` then ``maybe_fetch()`` (§7.4), then complete the
-        leader-side delayed fetches whose HW moved here (``ReplicaFetcherThread.doWork``).
+        """One iteration of Kafka's ``doWork`` (§7.4): process the answer to the request with the
+        leader if it has come; then, with no request outstanding, ``maybe_truncate()`` and
+        ``maybe_fetch()``; then complete the leader-side delayed fetches whose HW moved here.
 
-        Returns True if a fetch request was sent. False is where Kafka's thread waits
-        ``replica.fetch.backoff.ms`` (or until partitions are added) before the next iteration.
+        Requests go out through the endpoint, whose answer may come at once (processed within
+        this call) or later (the fetcher then waits: ``do_work`` does nothing until it comes, and
+        :attr:`wakeup` is called when it does). Returns True if a fetch request was sent; False
+        is where Kafka's thread waits ``replica.fetch.backoff.ms`` or for an answer.
         """
-        self.maybe_truncate()
-        sent = self.maybe_fetch()
+        self._process_answer()
+        sent = False
+        if self._in_flight is None:
+            self.maybe_truncate()
+        if self._in_flight is None:
+            sent = self.maybe_fetch()
         self._complete_delayed_fetch_requests()
         return sent
+
+    @property
+    def awaiting_answer(self) -> bool:
+        """A request is with the leader and its answer has not come yet."""
+        f = self._in_flight
+        return f is not None and f.answer is _NO_ANSWER
+
+    def _send(self, flight: _InFlight) -> None:
+        """Hand ``flight`` to the endpoint; an answer given during the call is processed now."""
+        self._in_flight = flight
+
+        def on_answer(answer: Any) -> None:
+            if self._in_flight is not flight or flight.answer is not _NO_ANSWER:
+                return  # stale (the fetcher moved on) or answered twice
+            flight.answer = answer
+            if not self._sending and self.wakeup is not None:
+                self.wakeup()
+
+        self._sending = True
+        try:
+            if flight.fetch:
+                self.leader.send_fetch(flight.request, on_answer)  # type: ignore[arg-type]
+            else:
+                self.leader.send_epoch_request(flight.request, on_answer)  # type: ignore[arg-type]
+        except Exception as e:  # the transport itself failed
+            on_answer(e)
+        finally:
+            self._sending = False
+        self._process_answer()
+
+    def _process_answer(self) -> None:
+        flight = self._in_flight
+        if flight is None or flight.answer is _NO_ANSWER:
+            return
+        self._in_flight = None
+        if flight.fetch:
+            self.process_fetch_response(flight.request, flight.answer)  # type: ignore[arg-type]
+        else:
+            self.process_epoch_response(flight.request, flight.answer)  # type: ignore[arg-type]
+
+    def abandon_request(self) -> None:
+        """Forget the outstanding request (its answer, if it ever comes, is dropped) — as when
+        the fetcher thread is shut down or its connection reset."""
+        self._in_flight = None
+        self._built = None
 
     def next_deadline_ms(self) -> int | None:
         """When a delayed partition next becomes due (the earliest ``delay_until_ms`` still in the
@@ -559,16 +645,12 @@ class ReplicaFetcher:
         """Truncate the partitions in Truncating state (§7.4): by leader epoch end offsets
         (one OffsetsForLeaderEpoch round) or, without an epoch, to the high watermark."""
         with_epochs, without = self._truncating_partitions()
-        if with_epochs:
-            request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
-            answers: Mapping[TopicPartition, EpochEndOffset] | BaseException
-            try:
-                answers = self.leader.fetch_epoch_end_offsets(request)
-            except Exception as e:  # transport failure: every partition errors, retried later
-                answers = e
-            self.process_epoch_response(request, answers)
         if without:
             self.truncate_to_high_watermark(without)
+        if with_epochs:
+            request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
+            # a failed request errors every partition (retried after the backoff)
+            self._send(_InFlight(False, request))
 
     def build_epoch_request(self) -> OffsetsForLeaderEpochRequest | None:
         """The OffsetsForLeaderEpoch request :meth:`maybe_truncate` would send (None if no
@@ -665,6 +747,8 @@ class ReplicaFetcher:
         """Truncate the local log; a failure marks the partition failed (``doTruncate``)."""
         try:
             self._truncate(tp, ts)
+            if self.truncation_listener is not None:
+                self.truncation_listener(tp)
             return True
         except Exception:
             log.exception("%s: failed to truncate %s at %d", self.name, tp, ts.offset)
@@ -737,6 +821,8 @@ class ReplicaFetcher:
             log.warning("%s: resetting %s from %d to the leader's end offset %d",
                         self.name, tp, replica_end, leader_end)
             self._truncate(tp, OffsetTruncationState(leader_end, True))
+            if self.truncation_listener is not None:
+                self.truncation_listener(tp)
             self.fetcher_lag_stats.get_and_maybe_put(tp).lag = 0
             return PartitionFetchState(leader_end, 0, current_leader_epoch, None, FETCHING,
                                        self._latest_epoch_if_used(tp), topic_id)
@@ -746,6 +832,8 @@ class ReplicaFetcher:
             log.warning("%s: truncating %s fully and starting at the leader's start offset %d",
                         self.name, tp, leader_start)
             self._local.truncate_fully_and_start_at(tp, leader_start)
+            if self.truncation_listener is not None:
+                self.truncation_listener(tp)
         initial_lag = leader_end - offset_to_fetch
         self.fetcher_lag_stats.get_and_maybe_put(tp).lag = initial_lag
         return PartitionFetchState(offset_to_fetch, initial_lag, current_leader_epoch, None,
@@ -774,12 +862,40 @@ class ReplicaFetcher:
 
     # -- fetching -------------------------------------------------------------------------------
     def build_fetch(self) -> tuple[FetchRequest | None, list[TopicPartition]]:
-        """The fetch request for the ready partitions, in fair order (§7.5), and the partitions
-        whose local log could not be read (already delayed by ``replica.fetch.backoff.ms``, as
-        ``maybeFetch`` does right after ``buildFetch``). None when there is nothing to fetch.
+        """The fetch request for the ready partitions (:meth:`fetch_partitions`) and the
+        partitions whose local log could not be read. None when there is nothing to send.
 
-        A partition's request entry is reused from the previous build while its state object and
-        log start offset are unchanged (states are immutable: any change is a new object)."""
+        The request is built in the fetch session with the leader (KIP-227): a full request
+        first and after any session error, then incremental ones carrying only the partitions
+        added or changed since the last request, and the partitions to forget. Building moves
+        the session on, so every built request must be sent (and its answer processed)."""
+        parts, errors = self.fetch_partitions()
+        self.wanted = parts
+        builder = self.session_handler.new_builder()
+        for fp in parts:
+            builder.add(fp.tp, fp)
+        data = builder.build()
+        if not data.session_partitions and not data.to_forget:
+            self._built = None
+            return None, errors
+        cfg = self.config
+        metadata = data.metadata
+        request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
+                               cfg.response_max_bytes, data.to_send, self.broker_epoch,
+                               session_id=metadata.session_id, session_epoch=metadata.epoch,
+                               forgotten=data.to_forget)
+        self._built = (request, data)
+        return request, errors
+
+    def fetch_partitions(self) -> tuple[list[FetchPartition], list[TopicPartition]]:
+        """The ready partitions' fetch entries, in fair order (§7.3, §7.5), and the partitions
+        whose local log could not be read (already delayed by ``replica.fetch.backoff.ms``, as
+        ``maybeFetch`` does right after ``buildFetch``). Throttled out-of-sync partitions are
+        left out while the quota is exceeded.
+
+        A partition's entry is reused from the previous call while its state object, its log
+        and that log's start offset are unchanged (states are immutable: any change is a new
+        object; a removed partition's entry is dropped)."""
         now = self.clock.milliseconds()
         cfg = self.config
         send_epoch = self.truncate_on_fetch
@@ -789,7 +905,7 @@ class ReplicaFetcher:
         throttling = type(quota) is not UnboundedReplicaQuota
         key = (send_epoch, max_bytes)
         cache = self._fetch_entries if self._fetch_entries_key == key else {}
-        entries: dict[TopicPartition, tuple[PartitionFetchState, int, FetchPartition]] = {}
+        entries: dict[TopicPartition, tuple[PartitionFetchState, Any, int, FetchPartition]] = {}
         parts: list[FetchPartition] = []
         errors: list[TopicPartition] = []
         for tp, st in self.partition_states.ready_items(now):
@@ -797,6 +913,11 @@ class ReplicaFetcher:
             # quota is exceeded, to avoid ISR thrashing (shouldFollowerThrottle).
             if throttling and not (st.lag is not None and st.lag <= 0) \
                     and quota.is_throttled(tp) and quota.is_quota_exceeded():
+                continue
+            entry = cache.get(tp)
+            if entry is not None and entry[0] is st and entry[1].log_start_offset == entry[2]:
+                entries[tp] = entry  # same state, same log, same log start: same entry
+                parts.append(entry[3])
                 continue
             try:
                 lg = local_log(tp)
@@ -806,35 +927,24 @@ class ReplicaFetcher:
             except KafkaError:
                 errors.append(tp)
                 continue
-            entry = cache.get(tp)
-            if entry is None or entry[0] is not st or entry[1] != log_start:
-                lfe = st.last_fetched_epoch
-                entry = (st, log_start, FetchPartition(
-                    tp, st.fetch_offset, max_bytes, log_start, st.current_leader_epoch,
-                    lfe if send_epoch and lfe is not None else NO_EPOCH))
+            lfe = st.last_fetched_epoch
+            entry = (st, lg, log_start, FetchPartition(
+                tp, st.fetch_offset, max_bytes, log_start, st.current_leader_epoch,
+                lfe if send_epoch and lfe is not None else NO_EPOCH))
             entries[tp] = entry
-            parts.append(entry[2])
+            parts.append(entry[3])
         self._fetch_entries = entries
         self._fetch_entries_key = key
         if errors:
             self._delay_partitions(errors, cfg.backoff_ms)
-        if not parts:
-            return None, errors
-        request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
-                               cfg.response_max_bytes, tuple(parts), self.broker_epoch)
-        return request, errors
+        return parts, errors
 
     def maybe_fetch(self) -> bool:
         """Build, send and process one fetch (``maybeFetch``); False if there was nothing to send."""
         request, _ = self.build_fetch()
         if request is None:
             return False
-        response: FetchResponse | BaseException
-        try:
-            response = self.leader.fetch(request)
-        except Exception as e:
-            response = e
-        self.process_fetch_response(request, response)
+        self._send(_InFlight(True, request))
         return True
 
     def process_fetch_response(self, request: FetchRequest,
@@ -848,22 +958,38 @@ class ReplicaFetcher:
         (KAFKA-14704); errored partitions are then delayed by ``replica.fetch.backoff.ms``.
         """
         self.fetcher_stats.request_rate.mark()
+        built = self._built
+        data = built[1] if built is not None and built[0] is request else None
+        if data is not None:
+            self._built = None
         errors: dict[TopicPartition, None] = {}
         diverging: dict[TopicPartition, EpochEndOffset] = {}
-        if isinstance(response, BaseException) or response.error_code != Errors.NONE:
+        if isinstance(response, BaseException):
+            log.warning("%s: error in response for fetch request: %r", self.name, response)
+            if data is not None:
+                self.session_handler.handle_error(response)
+            errors = dict.fromkeys(self.partition_states)
+        elif data is not None and not self.session_handler.handle_response(
+                response.error_code, response.session_id, [p.tp for p in response.partitions],
+                throttle_time_ms=response.throttle_time_ms):
+            # a session error, or a response that does not match the session: nothing is
+            # processed, and the next request is a full one (RemoteLeaderEndPoint.fetch)
+            log.info("%s: fetch session problem (%s); next fetch is full", self.name,
+                     _error_name(response.error_code))
+        elif response.error_code != Errors.NONE:
             log.warning("%s: error in response for fetch request: %r", self.name,
-                        response if isinstance(response, BaseException) else
                         _error_name(response.error_code))
             errors = dict.fromkeys(self.partition_states)
         else:
-            self._process_partition_answers(request.partitions, response.partitions, errors,
-                                            diverging)
+            asked = data.session_partitions if data is not None else \
+                {p.tp: p for p in request.partitions}
+            self._process_partition_answers(asked, response.partitions, errors, diverging)
         if diverging:
             self._truncate_on_fetch_response(diverging)
         if errors:
             self._delay_partitions(errors, self.config.backoff_ms)
 
-    def _process_partition_answers(self, asked: tuple[FetchPartition, ...],
+    def _process_partition_answers(self, asked: Mapping[TopicPartition, FetchPartition],
                                    answers: tuple[FetchPartitionResponse, ...],
                                    errors: dict[TopicPartition, None],
                                    diverging: dict[TopicPartition, EpochEndOffset]) -> None:
@@ -876,16 +1002,9 @@ class ReplicaFetcher:
         lag_stats = self.fetcher_lag_stats
         gauges = lag_stats.stats
         truncate_on_fetch = self.truncate_on_fetch
-        # The leader answers in request order; look partitions up by name only if it did not.
-        in_order = len(asked) == len(answers)
-        sent: dict[TopicPartition, FetchPartition] | None = None
-        for i, pd in enumerate(answers):
+        for pd in answers:
             tp = pd.tp
-            fp = asked[i] if in_order else None
-            if fp is None or (fp.tp is not tp and fp.tp != tp):
-                if sent is None:
-                    sent = {p.tp: p for p in asked}
-                fp = sent.get(tp)
+            fp = asked.get(tp)
             current = state_value(tp)
             if current is None or fp is None or fp.fetch_offset != current.fetch_offset \
                     or current.state is not FETCHING or (

@@ -46,6 +46,7 @@ class ReplicaConfig:
     fetch_purgatory_purge_interval_requests: int = 1_000
     producer_purgatory_purge_interval_requests: int = 1_000
     request_timeout_ms: int = 30_000
+    max_incremental_fetch_session_cache_slots: int = 1_000
     truncation: str = TRUNCATION_LEADER_EPOCH
 
     def __post_init__(self) -> None:

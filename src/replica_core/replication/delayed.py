@@ -26,7 +26,12 @@ from replica_core.replication.partition import (
 from replica_core.replication.purgatory import DelayedOperation
 
 if TYPE_CHECKING:
-    from replica_core.replication.replica_manager import FetchParams, ReplicaManager
+    from replica_core.replication.fetch_session import FetchContext, IncrementalFetchContext
+    from replica_core.replication.replica_manager import (
+        FetchParams,
+        LogReadResult,
+        ReplicaManager,
+    )
 
 
 @dataclass(slots=True)
@@ -103,81 +108,176 @@ class FetchPartitionStatus:
     fetch_info: FetchPartition
 
 
+_COMPLETE = -1
+"""What :meth:`DelayedFetch._progress` answers when the fetch must complete now."""
+_UNRESOLVED = object()
+"""A session partition the parking request did not read: it stood at the log end then."""
+
+
 class DelayedFetch(DelayedOperation):
-    """A fetch waiting for ``min_bytes`` or ``max_wait_ms`` (§6.9).
+    """A fetch waiting for ``min_bytes`` or ``max_wait_ms`` (§6.9, Kafka's ``DelayedFetch``).
 
     ``try_complete`` completes at once on: A/B not leader any more, C unknown partition, D
     storage error, E the request's leader epoch now fenced, F the fetch offset beyond the end
     offset (leader truncated) or on an older segment than it (lagging / rolled), H the last
     fetched epoch now diverges or cannot be resolved; and G when the bytes available — per
     partition ``min(end position − fetch position, partition max bytes)`` for partitions whose
-    fetch offset and end offset share a segment — reach ``min_bytes``. The end offset is the LEO
-    for followers and the HW for consumers. On completion the logs are read again (without
-    updating follower state) and the response delivered.
+    fetch offset and end offset share a segment — reach ``min_bytes``. An offset known only as
+    an offset (no segment position) adds nothing: the fetch then waits for other bytes or
+    expiry (KAFKA-16452). The end offset is the LEO for followers and the HW for consumers. On
+    completion the logs are read again (without updating follower state) and ``context`` (the
+    request's fetch-session context) turns the reads into the response.
     """
 
     def __init__(self, params: FetchParams,
                  statuses: Sequence[tuple[TopicPartition, FetchPartitionStatus]],
-                 manager: ReplicaManager, deliver: Callable[[FetchResponse], None]) -> None:
+                 manager: ReplicaManager, deliver: Callable[[FetchResponse], None],
+                 context: FetchContext | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
         self.statuses = list(statuses)
         self.manager = manager
         self.deliver = deliver
+        self.context = context
         self.response: FetchResponse | None = None
 
     def try_complete(self) -> bool:
-        params = self.params
         accumulated = 0
         for tp, st in self.statuses:
-            start = st.start_offset_metadata
-            if start is None:
-                continue
-            info = st.fetch_info
-            partition = self.manager.get_partition(tp)
-            if partition is None:
-                return self.force_complete()  # Case C
-            try:
-                snapshot = partition.fetch_offset_snapshot(info.current_leader_epoch,
-                                                           params.fetch_only_leader)
-            except KafkaError:
-                return self.force_complete()  # Cases A, B, D, E
-            end = (snapshot.log_end_offset if params.isolation == ISOLATION_LOG_END
-                   else snapshot.high_watermark if params.isolation == ISOLATION_HIGH_WATERMARK
-                   else snapshot.last_stable_offset)
-            if start.message_offset > end.message_offset:
-                return self.force_complete()  # Case F: the leader truncated
-            if start.message_offset < end.message_offset:
-                if _offset_only(start) or _offset_only(end):
-                    return self.force_complete()  # cannot place the bytes: answer now
-                if start.segment_base_offset < end.segment_base_offset:
-                    return self.force_complete()  # Case F: lagging or just rolled
-                if start.segment_base_offset == end.segment_base_offset:
-                    accumulated += min(
-                        end.relative_position_in_segment - start.relative_position_in_segment,
-                        info.partition_max_bytes)
-            if info.last_fetched_epoch >= 0:
-                epoch_end = partition.last_offset_for_leader_epoch(
-                    info.current_leader_epoch, info.last_fetched_epoch,
-                    fetch_only_from_leader=False)
-                if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0
-                        or epoch_end.leader_epoch < 0):
-                    return self.force_complete()  # Case H: cannot resolve the epoch
-                if (epoch_end.leader_epoch < info.last_fetched_epoch
-                        or epoch_end.end_offset < info.fetch_offset):
-                    return self.force_complete()  # Case H: diverging now
-        if accumulated >= params.min_bytes:
+            got = self._progress(tp, st.start_offset_metadata, st.fetch_info)
+            if got == _COMPLETE:
+                return self.force_complete()
+            accumulated += got
+        if accumulated >= self.params.min_bytes:
             return self.force_complete()  # Case G
         return False
+
+    def _progress(self, tp: TopicPartition, start: Any, info: FetchPartition) -> int:
+        """One partition of ``tryComplete``: the bytes it adds, or ``_COMPLETE`` (cases A–F, H).
+        ``start`` is ``_UNRESOLVED`` for a session partition that stood at the log end when the
+        fetch parked; its position is looked up once the end has moved past it."""
+        if start is None:
+            return 0  # UNKNOWN_OFFSET_METADATA: nothing to compare
+        partition = self.manager.get_partition(tp)
+        if partition is None:
+            return _COMPLETE  # Case C
+        try:
+            snapshot = partition.fetch_offset_snapshot(info.current_leader_epoch,
+                                                       self.params.fetch_only_leader)
+        except KafkaError:
+            return _COMPLETE  # Cases A, B, D, E
+        isolation = self.params.isolation
+        end = (snapshot.log_end_offset if isolation == ISOLATION_LOG_END
+               else snapshot.high_watermark if isolation == ISOLATION_HIGH_WATERMARK
+               else snapshot.last_stable_offset)
+        offset = info.fetch_offset if start is _UNRESOLVED else start.message_offset
+        got = 0
+        if offset > end.message_offset:
+            return _COMPLETE  # Case F: the leader truncated
+        if offset < end.message_offset:
+            if start is _UNRESOLVED:
+                try:
+                    start = partition.log.convert_to_offset_metadata(offset)
+                except KafkaError:
+                    return _COMPLETE  # the offset left the log meanwhile
+                self._resolved(tp, start)
+            if not (_offset_only(start) or _offset_only(end)):
+                if start.segment_base_offset < end.segment_base_offset:
+                    return _COMPLETE  # Case F: lagging, or the segment just rolled
+                if start.segment_base_offset == end.segment_base_offset:
+                    got = min(end.relative_position_in_segment
+                              - start.relative_position_in_segment, info.partition_max_bytes)
+        if info.last_fetched_epoch >= 0:
+            epoch_end = partition.last_offset_for_leader_epoch(
+                info.current_leader_epoch, info.last_fetched_epoch, fetch_only_from_leader=False)
+            if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0
+                    or epoch_end.leader_epoch < 0):
+                return _COMPLETE  # Case H: cannot resolve the epoch
+            if (epoch_end.leader_epoch < info.last_fetched_epoch
+                    or epoch_end.end_offset < info.fetch_offset):
+                return _COMPLETE  # Case H: diverging now
+        return got
+
+    def _resolved(self, tp: TopicPartition, start: Any) -> None:
+        """Keep a lazily found start position (session fetches)."""
 
     def on_complete(self) -> None:
         parts = tuple(st.fetch_info for _, st in self.statuses)
         results = self.manager._read_from_log(self.params, parts, read_from_purgatory=True)
-        self.response = self.manager._fetch_response(results)
+        self._respond(results)
+
+    def _respond(self, results: Sequence[LogReadResult]) -> None:
+        manager = self.manager
+        manager._record_delayed_fetch_completion(self.params.is_from_follower)
+        if self.context is None:
+            self.response = manager._fetch_response(results)
+        else:
+            self.response = self.context.generate(results, manager.clock.milliseconds())
         self.deliver(self.response)
 
     def on_expiration(self) -> None:
         self.manager._record_fetch_expiration(self.params.is_from_follower)
+
+
+class DelayedSessionFetch(DelayedFetch):
+    """A follower's incremental fetch parked over its whole fetch session.
+
+    Kafka parks such a fetch with a status for every session partition and re-checks all of
+    them whenever any one changes. Here the partitions the request read keep the start offset
+    their read found; the others stood at the leader's log end, and their start is looked up
+    only once the end moves past it. The replica manager reports each changed partition
+    (:meth:`try_complete_after`), and only that partition's bytes are re-counted — the same
+    total, since a partition's available bytes change only with the events that report it.
+    On completion only partitions with something to send are read again
+    (``session_pending``), which gives the response Kafka's full re-read gives.
+    """
+
+    def __init__(self, params: FetchParams, context: IncrementalFetchContext,
+                 reads: Sequence[LogReadResult], manager: ReplicaManager,
+                 deliver: Callable[[FetchResponse], None]) -> None:
+        super().__init__(params, (), manager, deliver, context)
+        self.session = context.session
+        self.start: dict[TopicPartition, Any] = {r.tp: r.fetch_offset_metadata for r in reads}
+        self.available: dict[TopicPartition, int] = {}
+        self.accumulated = 0
+
+    def try_complete(self) -> bool:
+        for tp in list(self.start):
+            if self._recount(tp):
+                return self.force_complete()
+        if self.accumulated >= self.params.min_bytes:
+            return self.force_complete()  # Case G
+        return False
+
+    def try_complete_after(self, tp: TopicPartition) -> bool:
+        """Re-check after ``tp`` changed (an append, a HW or leadership change)."""
+        if self.is_completed or tp not in self.session.index:
+            return False
+        if self._recount(tp) or self.accumulated >= self.params.min_bytes:
+            return self.force_complete()
+        return False
+
+    def _recount(self, tp: TopicPartition) -> bool:
+        session = self.session
+        i = session.index.get(tp)
+        if i is None:
+            return False
+        info = session.parts[i]
+        got = self._progress(tp, self.start.get(tp, _UNRESOLVED), info)  # type: ignore[arg-type]
+        if got == _COMPLETE:
+            return True
+        self.accumulated += got - self.available.get(tp, 0)
+        self.available[tp] = got
+        return False
+
+    def _resolved(self, tp: TopicPartition, start: Any) -> None:
+        self.start[tp] = start
+
+    def on_complete(self) -> None:
+        manager = self.manager
+        manager._session_fetch_done(self)
+        parts = manager._session_pending_reads(self.session)
+        self._respond(manager._read_from_log(self.params, parts, read_from_purgatory=True))
 
 
 def _offset_only(meta: Any) -> bool:

@@ -102,6 +102,13 @@ class FetchRequest:
     partitions: tuple[FetchPartition, ...]
     replica_epoch: int = -1
     isolation_level: int = ISOLATION_READ_UNCOMMITTED
+    session_id: int = 0
+    """KIP-227 fetch session: 0 with epoch −1 (FINAL) is a sessionless fetch; epoch 0 (INITIAL)
+    asks for a new session (closing ``session_id`` if given); epoch ≥ 1 is an incremental fetch
+    carrying only the partitions added or changed since the session's last request."""
+    session_epoch: int = -1
+    forgotten: tuple[TopicPartition, ...] = ()
+    """Partitions an incremental fetch removes from its session (``ForgottenTopicsData``)."""
 
     @property
     def is_from_follower(self) -> bool:
@@ -134,6 +141,8 @@ class FetchResponse:
     error_code: Errors
     partitions: tuple[FetchPartitionResponse, ...]
     throttle_time_ms: int = 0
+    session_id: int = 0
+    """The fetch session the leader keeps for the next incremental request (0: none)."""
 
 
 # --- OffsetsForLeaderEpoch (follower -> leader, §4.3) -----------------------------------------

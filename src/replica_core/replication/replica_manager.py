@@ -38,9 +38,13 @@ from replica_core.replication.config import TRUNCATION_HIGH_WATERMARK, ReplicaCo
 from replica_core.replication.delayed import (
     DelayedFetch,
     DelayedProduce,
+    DelayedSessionFetch,
     FetchPartitionStatus,
     ProducePartitionStatus,
 )
+from replica_core.replication.fetch_metadata import INITIAL_EPOCH
+from replica_core.replication.fetch_session import FetchManager, FetchSession
+from replica_core.replication.fetch_session_cache import FetchSessionCache
 from replica_core.replication.messages import (
     EARLIEST_TIMESTAMP,
     ISOLATION_READ_COMMITTED,
@@ -165,7 +169,8 @@ class ReplicaManager:
                  alter_partition: Callable[[AlterPartitionRequest], None] | None = None,
                  broker_epoch: int = 0, fetcher_manager: FetcherManagerLike | None = None,
                  isr_change_listener: Callable[[list[TopicPartition]], None] | None = None,
-                 pure_kernels: bool | None = None) -> None:
+                 pure_kernels: bool | None = None,
+                 session_id_rng: np.random.Generator | None = None) -> None:
         if config is None:
             config = ReplicaConfig()
         elif not isinstance(config, ReplicaConfig):
@@ -185,6 +190,10 @@ class ReplicaManager:
             "Produce", clock, purge_interval=config.producer_purgatory_purge_interval_requests)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(
             "Fetch", clock, purge_interval=config.fetch_purgatory_purge_interval_requests)
+        self.fetch_manager = FetchManager(FetchSessionCache(
+            config.max_incremental_fetch_session_cache_slots, rng=session_id_rng))
+        self._parked_sessions: dict[int, DelayedSessionFetch] = {}
+        self._leadership_gen = 0
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_row: dict[int, Partition] = {}
         self._unsent: dict[TopicPartition, AlterPartitionItem] = {}
@@ -203,7 +212,11 @@ class ReplicaManager:
         self._counters = {"IsrExpandsPerSec": 0, "IsrShrinksPerSec": 0,
                           "FailedIsrUpdatesPerSec": 0, "IsrChangePropagations": 0,
                           "ProduceExpiresPerSec": 0, "FetchExpiresPerSec.follower": 0,
-                          "FetchExpiresPerSec.consumer": 0}
+                          "FetchExpiresPerSec.consumer": 0,
+                          "FetchRequestsPerSec.follower": 0, "FetchRequestsPerSec.consumer": 0,
+                          "IncrementalFetches": 0, "FullFetches": 0, "SessionlessFetches": 0,
+                          "FetchSessionErrors": 0, "DelayedFetchCompletions.follower": 0,
+                          "DelayedFetchCompletions.consumer": 0}
         self._shut_down = False
 
     # ---- lookups -----------------------------------------------------------------------------
@@ -276,9 +289,11 @@ class ReplicaManager:
             touched.extend(p.tp for p, _ in to_follow)
         # Leadership or epoch changed: parked produce/fetch may now complete (not leader any more,
         # fenced epoch, or an HW that moved in makeLeader).
+        if touched:
+            self._leadership_gen += 1
         for tp in touched:
             self.produce_purgatory.check_and_complete(tp)
-            self.fetch_purgatory.check_and_complete(tp)
+            self._try_complete_delayed_fetch(tp)
         if self._next_hw_checkpoint_ms is None:
             self._next_hw_checkpoint_ms = self.clock.milliseconds()
         idle = getattr(self.fetcher_manager, "shutdown_idle_fetcher_threads", None)
@@ -303,9 +318,11 @@ class ReplicaManager:
             except KafkaStorageError:
                 errors[partition.tp] = Errors.KAFKA_STORAGE_ERROR
         self._remove_fetchers([p.tp for p in changed])
+        if changed:
+            self._leadership_gen += 1
         for partition in changed:
             self.produce_purgatory.check_and_complete(partition.tp)
-            self.fetch_purgatory.check_and_complete(partition.tp)
+            self._try_complete_delayed_fetch(partition.tp)
         if self.config.truncation == TRUNCATION_HIGH_WATERMARK:
             # Pre-KIP-101: truncate to the local HW before fetching from the new leader.
             for partition in changed:
@@ -339,8 +356,9 @@ class ReplicaManager:
             return Errors.NONE
         self._remove_fetchers([partition.tp])
         partition.stop()
+        self._leadership_gen += 1
         self.produce_purgatory.check_and_complete(partition.tp)
-        self.fetch_purgatory.check_and_complete(partition.tp)
+        self._try_complete_delayed_fetch(partition.tp)
         if delete and hasattr(self.log_manager, "delete_log"):
             self.log_manager.delete_log(partition.tp.topic, partition.tp.partition)
         return Errors.NONE
@@ -402,7 +420,7 @@ class ReplicaManager:
         if appended.hw_incremented:
             self._on_leader_hw_incremented(tp)
         else:
-            self.fetch_purgatory.check_and_complete(tp)  # the LEO grew: followers may be waiting
+            self._try_complete_delayed_fetch(tp)  # the LEO grew: followers may be waiting
         first = int(getattr(info, "first_offset", -1))
         last = int(getattr(info, "last_offset", -1))
         append_time = int(getattr(info, "log_append_time", -1))
@@ -413,39 +431,127 @@ class ReplicaManager:
     def fetch_messages(self, request: FetchRequest,
                        callback: Callable[[FetchResponse], None] | None = None
                        ) -> FetchResponse | None:
-        """ReplicaManager.fetchMessages (§3.1-§3.6).
+        """KafkaApis.handleFetchRequest + ReplicaManager.fetchMessages (§3.1-§3.6, KIP-227).
 
-        Followers read up to the LEO, consumers up to the HW; ``max_bytes`` is shared across
-        partitions in request order with min-one-message for the first non-empty partition only
+        The request's session id and epoch select a fetch context (sessionless, full, or
+        incremental in a cached session; a session error is answered at once). Followers read
+        up to the LEO, consumers up to the HW; ``max_bytes`` is shared across partitions in
+        request (session) order with min-one-message for the first non-empty partition only
         (KIP-74), each partition also capped by its ``partition_max_bytes``. A follower's read
         updates its fetch state on the leader (lastCaughtUp rule, ISR expansion, HW, completing
         delayed produce/fetch) unless the read diverged (KAFKA-13141). Answered at once when
-        ``max_wait_ms`` ≤ 0, no partitions, ≥ ``min_bytes`` read, any error or diverging epoch;
-        otherwise parked as a DelayedFetch.
+        ``max_wait_ms`` ≤ 0, nothing to fetch, ≥ ``min_bytes`` read, any error or diverging
+        epoch; otherwise parked as a DelayedFetch until ``replica.fetch.wait.max.ms`` (the
+        request's max wait) or a change that completes it, and delivered to ``callback``.
         """
         params = self.fetch_params(request)
-        parts = request.partitions
+        now = self.clock.milliseconds()
+        follower = params.replica_id >= 0
+        counters = self._counters
+        counters["FetchRequestsPerSec.follower" if follower else "FetchRequestsPerSec.consumer"] += 1
+        context = self.fetch_manager.new_context(request, follower, now)
+        if context.error != Errors.NONE:
+            counters["FetchSessionErrors"] += 1
+            return context.generate((), now)
+        session = context.session
+        if session is not None:
+            counters["IncrementalFetches"] += 1
+        elif request.session_epoch == INITIAL_EPOCH:
+            counters["FullFetches"] += 1
+        else:
+            counters["SessionlessFetches"] += 1
+        if session is not None and follower:
+            parts: Sequence[FetchPartition] = self._session_reads(session, params, now)
+            nothing_to_fetch = False
+        else:
+            parts = context.partitions()
+            nothing_to_fetch = not parts
         results = self._read_from_log(params, parts, read_from_purgatory=False)
         readable = 0
-        immediate = params.max_wait_ms <= 0 or not parts
+        immediate = params.max_wait_ms <= 0 or nothing_to_fetch
         for r in results:
             readable += r.size
             if r.error != Errors.NONE or r.diverging_epoch is not None:
                 immediate = True
         if immediate or readable >= params.min_bytes:
-            response = self._fetch_response(results)
+            response = context.generate(results, now)
             self._flush_alter_partition()
             return response
-        statuses = [(info.tp, FetchPartitionStatus(r.fetch_offset_metadata, info))
-                    for info, r in zip(parts, results, strict=True)]
         delivery = _Delivery(callback)
-        op = DelayedFetch(params, statuses, self, delivery)
-        self.fetch_purgatory.try_complete_else_watch(op, [info.tp for info in parts])
+        op: DelayedFetch
+        if session is not None and follower:
+            op = DelayedSessionFetch(params, context, results, self, delivery)  # type: ignore[arg-type]
+            self._parked_sessions[session.id] = op  # type: ignore[assignment]
+            keys: list[Any] = [("fetch-session", session.id)]
+        else:
+            op = DelayedFetch(params, [(info.tp, FetchPartitionStatus(r.fetch_offset_metadata, info))
+                                       for info, r in zip(parts, results, strict=True)],
+                              self, delivery, context)
+            keys = [info.tp for info in parts]
+        self.fetch_purgatory.try_complete_else_watch(op, keys)
         self._flush_alter_partition()
         if delivery.done:
             return delivery.value
         delivery.parked = True
         return None
+
+    def _session_reads(self, session: FetchSession, params: FetchParams, now: int
+                       ) -> list[FetchPartition]:
+        """The partitions of an incremental follower fetch that must be read: one kernel scan
+        of the session in session order picks those whose read could be answered (records, a
+        new HW or epoch, a follower LEO the leader has not recorded, a follower outside the
+        maximal ISR, an entry this request changed, a partition no longer led here) and applies
+        §6.2's fetch-state update to the rest, whose reads Kafka would drop from the response."""
+        session.refresh_rows(self._row_and_slot, self._leadership_gen)
+        order = session.order()
+        n = len(order)
+        rows = session.rows[order]
+        mark = session.mark[order]
+        mark[rows < 0] = 1
+        stale = (params.replica_epoch != -1
+                 and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
+        out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
+        m = self.table.kernels.session_fetch(
+            rows, session.slots[order], session.fetch_offset[order], session.log_start[order],
+            session.cached_hw[order], session.req_epoch[order], mark, n, not stale, now,
+            params.replica_epoch, out)
+        session.mark[:] = 0
+        parts = session.parts
+        return [parts[i] for i in order[out[:m]].tolist()]  # type: ignore[misc]
+
+    def _session_pending_reads(self, session: FetchSession) -> list[FetchPartition]:
+        """A parked session fetch completing: the partitions with something to send now."""
+        session.refresh_rows(self._row_and_slot, self._leadership_gen)
+        order = session.order()
+        n = len(order)
+        out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
+        m = self.table.kernels.session_pending(
+            session.rows[order], session.fetch_offset[order], session.cached_hw[order],
+            session.req_epoch[order], n, out)
+        parts = session.parts
+        return [parts[i] for i in order[out[:m]].tolist()]  # type: ignore[misc]
+
+    def _row_and_slot(self, tp: TopicPartition, replica_id: int) -> tuple[int, int]:
+        """(state-table row, replica slot) of a partition led here with ``replica_id`` among
+        its followers; (−1, −1) otherwise."""
+        p = self._partitions.get(tp)
+        if p is None or not p.is_leader or p.row < 0:
+            return -1, -1
+        slot = self.table.slot(p.row, replica_id)
+        return (p.row, slot) if slot > 0 else (-1, -1)
+
+    def _session_fetch_done(self, op: DelayedSessionFetch) -> None:
+        if self._parked_sessions.get(op.session.id) is op:
+            del self._parked_sessions[op.session.id]
+
+    def _try_complete_delayed_fetch(self, tp: TopicPartition) -> None:
+        """Kafka's tryCompleteDelayedFetch for ``tp``: fetches watching it, then parked session
+        fetches whose session holds it."""
+        self.fetch_purgatory.check_and_complete(tp)
+        parked = self._parked_sessions
+        if parked:
+            for op in list(parked.values()):
+                op.try_complete_after(tp)
 
     def fetch_params(self, request: FetchRequest) -> FetchParams:
         """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
@@ -560,7 +666,7 @@ class ReplicaManager:
     def complete_delayed_fetch_requests(self, tps: Iterable[TopicPartition]) -> None:
         """After a follower appended fetched data: wake fetches parked on those partitions."""
         for tp in tps:
-            self.fetch_purgatory.check_and_complete(tp)
+            self._try_complete_delayed_fetch(tp)
 
     # ---- epochs and offsets (§4.3) -----------------------------------------------------------
     def offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest
@@ -682,10 +788,10 @@ class ReplicaManager:
     # ---- delayed-operation hooks -------------------------------------------------------------
     def _on_leader_hw_incremented(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
+        self._try_complete_delayed_fetch(tp)
 
     def _on_follower_hw_changed(self, tp: TopicPartition) -> None:
-        self.fetch_purgatory.check_and_complete(tp)
+        self._try_complete_delayed_fetch(tp)
 
     def _record_produce_expiration(self, tps: list[TopicPartition]) -> None:
         self._counters["ProduceExpiresPerSec"] += 1
@@ -693,6 +799,12 @@ class ReplicaManager:
     def _record_fetch_expiration(self, from_follower: bool) -> None:
         self._counters["FetchExpiresPerSec.follower" if from_follower
                        else "FetchExpiresPerSec.consumer"] += 1
+
+    def _record_delayed_fetch_completion(self, from_follower: bool) -> None:
+        """Every DelayedFetch completion, expiry included (those also count in
+        ``FetchExpiresPerSec``): completed early = completions − expiries."""
+        self._counters["DelayedFetchCompletions.follower" if from_follower
+                       else "DelayedFetchCompletions.consumer"] += 1
 
     # ---- storage hooks -----------------------------------------------------------------------
     def _get_or_create_log(self, tp: TopicPartition, *, is_new: bool = False,
@@ -858,6 +970,9 @@ class ReplicaManager:
             "PurgatorySize.Fetch": self.fetch_purgatory.watched,
             "NumDelayedOperations.Produce": self.produce_purgatory.delayed,
             "NumDelayedOperations.Fetch": self.fetch_purgatory.delayed,
+            "NumIncrementalFetchSessions": self.fetch_manager.cache.size,
+            "NumIncrementalFetchPartitionsCached": self.fetch_manager.cache.total_partitions,
+            "IncrementalFetchSessionEvictionsPerSec": self.fetch_manager.cache.evictions,
         }
         out.update(self._counters)
         out["partitions"] = per_partition

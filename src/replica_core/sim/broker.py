@@ -27,7 +27,6 @@ and :meth:`SimBroker.slow` (fetch responses and served requests take ``factor`` 
 """
 from __future__ import annotations
 
-import heapq
 import os
 import shutil
 import tempfile
@@ -35,28 +34,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from replica_core.errors import Errors, RequestTimedOutError
 from replica_core.fetcher.endpoint import EpochAndOffset
 from replica_core.fetcher.fetcher import ReplicaFetcher
 from replica_core.fetcher.manager import ReplicaFetcherManager
-from replica_core.fetcher.partition_states import FETCHING, TRUNCATING, PartitionStates
 from replica_core.replication import ReplicaManager
 from replica_core.replication.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    NO_EPOCH,
     AlterPartitionRequest,
     AlterPartitionResult,
-    EpochEndOffset,
-    FetchPartition,
-    FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
     ListOffsetsPartition,
-    OffsetForLeaderPartition,
     OffsetsForLeaderEpochRequest,
     ProducePartitionResponse,
     TopicPartition,
@@ -88,23 +79,6 @@ class ProduceResponse:
     base_offset: int = -1
     isr_size: int = 0
     """Simulator-only: the leader's maximal ISR size when the response left (for loss causes)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SessionFetchRequest:
-    """A follower fetch in a fetch session (KIP-227): ``full`` replaces the session."""
-
-    fetcher_id: int
-    session_epoch: int
-    full: bool
-    request: FetchRequest
-    forgotten: tuple[TopicPartition, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class SessionFetchResponse:
-    response: FetchResponse | None
-    session_error: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,63 +130,72 @@ def is_failure(response: Any) -> bool:
     return isinstance(response, (RequestTimeout, Disconnected))
 
 
-# ---- follower side: fetchers with fetch sessions ----------------------------------------------
-class _TrackedStates(PartitionStates):
-    """PartitionStates that remembers which partitions changed since the session last looked."""
+# ---- follower side: the product's fetchers, driven like Kafka's fetcher threads ----------------
+class FetcherThread:
+    """Runs one :class:`ReplicaFetcher`'s ``do_work`` on the event loop, as Kafka's fetcher
+    thread loops on ``doWork``: again at once after a round trip, after
+    ``replica.fetch.backoff.ms`` when there was nothing to send (or sooner when partitions are
+    added), and when an answer arrives (later by a slowed broker's processing delay). It
+    carries time only; every fetch decision is the fetcher's."""
 
-    __slots__ = ("dirty",)
+    def __init__(self, broker: SimBroker, fetcher: ReplicaFetcher) -> None:
+        self.broker = broker
+        self.fetcher = fetcher
+        self.incarnation = broker.incarnation
+        self._timer: Any = None
+        self._timer_at = -1
+        self.arrived: FetchResponse | None = None
+        fetcher.wakeup = self._on_wakeup
+        fetcher.truncation_listener = self._truncated
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.dirty: dict[TopicPartition, None] = {}
+    def _live(self) -> bool:
+        b = self.broker
+        return self.fetcher.running and b.alive and self.incarnation == b.incarnation
 
-    def update_and_move_to_end(self, tp: Any, state: Any) -> None:
-        super().update_and_move_to_end(tp, state)
-        self.dirty[tp] = None
+    def poke(self, at_ms: int | None = None) -> None:
+        """Run ``do_work`` at ``at_ms`` (default now) unless a run is due earlier."""
+        if not self._live():
+            return
+        loop = self.broker.loop
+        at = loop.now if at_ms is None else max(at_ms, loop.now)
+        if self._timer is not None:
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = loop.call_at(at, self._run)
 
-    def update(self, tp: Any, state: Any) -> None:
-        super().update(tp, state)
-        self.dirty[tp] = None
+    def _on_wakeup(self) -> None:
+        delay = self.broker.processing_delay_ms("fetch")
+        self.poke(self.broker.loop.now + delay)
 
-    def remove(self, tp: Any) -> None:
-        super().remove(tp)
-        self.dirty[tp] = None
+    def _truncated(self, tp: TopicPartition) -> None:
+        self.broker.cluster.checker.truncated(self.broker, (tp,))
 
-    def clear(self) -> None:
-        for tp in self._map:
-            self.dirty[tp] = None
-        super().clear()
-
-    def set(self, states: Any) -> None:
-        for tp in self._map:
-            self.dirty[tp] = None
-        super().set(states)
-        for tp in self._map:
-            self.dirty[tp] = None
-
-
-class SessionFetcher(ReplicaFetcher):
-    """A :class:`ReplicaFetcher` whose fetch states report their changes (for fetch sessions)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.partition_states = _TrackedStates()
-        self.driver: FetchDriver | None = None
-
-    def add_partitions(self, initial_fetch_states: Any) -> set[TopicPartition]:
-        added = super().add_partitions(initial_fetch_states)
-        if self.driver is not None:
-            self.driver.poke()
-        return added
-
-    def shutdown(self) -> None:
-        super().shutdown()
-        if self.driver is not None:
-            self.driver.stop()
+    def _run(self) -> None:
+        self._timer = None
+        if not self._live():
+            return
+        fetcher = self.fetcher
+        arrived, self.arrived = self.arrived, None
+        leos: dict[TopicPartition, int] = {}
+        if arrived is not None:
+            rm = fetcher.replica_manager
+            leos = {p.tp: _leo(rm, p.tp) for p in arrived.partitions
+                    if p.error_code == Errors.OFFSET_OUT_OF_RANGE}  # may truncate
+        fetcher.do_work()
+        broker = self.broker
+        if arrived is not None and broker.rm is not None:
+            broker.cluster.checker.follower_fetched(broker, arrived, leos)
+        if fetcher.awaiting_answer:
+            return  # the answer's arrival wakes us
+        # Nothing outstanding: Kafka's thread waits replica.fetch.backoff.ms for partitions
+        # to become ready (or to be added, which wakes it).
+        self.poke(broker.loop.now + fetcher.config.backoff_ms)
 
 
 class SimFetcherManager(ReplicaFetcherManager):
-    """Creates :class:`SessionFetcher` s, each with a :class:`FetchDriver` on the event loop."""
+    """The product's fetcher manager whose fetchers each get a :class:`FetcherThread`."""
 
     def __init__(self, broker: SimBroker, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -225,27 +208,63 @@ class SimFetcherManager(ReplicaFetcherManager):
             super().add_fetcher_for_partitions(live)
 
     def create_fetcher(self, fetcher_id: int, source_broker: int) -> ReplicaFetcher:
-        fetcher = SessionFetcher(
-            fetcher_id, source_broker, self.endpoint_factory(source_broker), self.replica_manager,
-            self.config, clock=self.clock, truncation=self.truncation,
-            truncate_on_fetch=self.truncate_on_fetch, quota=self.quota,
-            failed_partitions=self.failed_partitions)
-        fetcher.driver = FetchDriver(self.broker, fetcher)
+        fetcher = super().create_fetcher(fetcher_id, source_broker)
+        thread = FetcherThread(self.broker, fetcher)
+        endpoint = fetcher.leader
+        if isinstance(endpoint, SimLeaderEndPoint):
+            endpoint.thread = thread
+        thread.poke()
         return fetcher
 
 
 class SimLeaderEndPoint:
-    """The synchronous half of the leader endpoint (ListOffsets for out-of-range handling).
+    """A leader across the simulated network (Kafka's ``RemoteLeaderEndPoint`` transport).
 
-    Fetch and OffsetsForLeaderEpoch travel over the network through :class:`FetchDriver`; the
-    fetcher calls ListOffsets synchronously in the middle of processing a response, so it is
-    answered directly from the leader when the leader is up and reachable, and fails like a
-    timed-out request otherwise.
+    Fetch and OffsetsForLeaderEpoch travel as messages to the leader broker and back (a lost,
+    timed-out or refused request is answered with the failure, after
+    ``replica.socket.timeout.ms`` for a timeout). ListOffsets, which the fetcher asks
+    synchronously in the middle of processing a response, is answered from the leader at once
+    when it is up and reachable, and fails like a timed-out request otherwise.
     """
 
     def __init__(self, broker: SimBroker, leader_id: int) -> None:
         self.broker = broker
         self.leader_id = leader_id
+        self.thread: FetcherThread | None = None
+
+    def send_fetch(self, request: FetchRequest, on_answer: Callable[[Any], None]) -> None:
+        broker = self.broker
+        inc = broker.incarnation
+
+        def deliver(answer: Any) -> None:
+            if inc != broker.incarnation or not broker.alive:
+                return
+            if is_failure(answer):
+                answer = RequestTimedOutError(f"fetch from broker {self.leader_id}: {answer!r}")
+            elif self.thread is not None:
+                self.thread.arrived = answer  # for the invariant checker, after processing
+            on_answer(answer)
+
+        size = 64 + 40 * len(request.partitions) + 16 * len(request.forgotten)
+        broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
+                               timeout_ms=broker.cluster.replica_socket_timeout_ms)
+
+    def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
+                           on_answer: Callable[[Any], None]) -> None:
+        broker = self.broker
+        inc = broker.incarnation
+
+        def deliver(answer: Any) -> None:
+            if inc != broker.incarnation or not broker.alive:
+                return
+            if is_failure(answer):
+                answer = RequestTimedOutError(f"epoch request to broker {self.leader_id}: "
+                                              f"{answer!r}")
+            on_answer(answer)
+
+        broker.network.request(broker.broker_id, self.leader_id, request,
+                               32 + 24 * len(request.partitions), deliver,
+                               timeout_ms=broker.cluster.replica_socket_timeout_ms)
 
     def _leader_rm(self) -> ReplicaManager:
         cluster = self.broker.cluster
@@ -254,13 +273,6 @@ class SimLeaderEndPoint:
                 or not cluster.network.reachable(self.broker.broker_id, self.leader_id)):
             raise RequestTimedOutError(f"broker {self.leader_id} unreachable")
         return leader.rm
-
-    def fetch(self, request: FetchRequest) -> FetchResponse:  # pragma: no cover - async path used
-        raise RequestTimedOutError("fetches go through the FetchDriver")
-
-    def fetch_epoch_end_offsets(self, request: OffsetsForLeaderEpochRequest
-                                ) -> dict[TopicPartition, EpochEndOffset]:
-        return dict(self._leader_rm().offsets_for_leader_epoch(request))
 
     def fetch_earliest_offset(self, tp: TopicPartition, current_leader_epoch: int) -> EpochAndOffset:
         return self._list_offset(tp, current_leader_epoch, EARLIEST_TIMESTAMP)
@@ -279,306 +291,9 @@ class SimLeaderEndPoint:
         return EpochAndOffset(result.leader_epoch, result.offset)
 
 
-class FetchDriver:
-    """Runs one fetcher's ``doWork`` loop asynchronously: truncation, then an incremental
-    session fetch over the network, one request in flight at a time (§7.4)."""
-
-    def __init__(self, broker: SimBroker, fetcher: SessionFetcher) -> None:
-        self.broker = broker
-        self.fetcher = fetcher
-        self.incarnation = broker.incarnation
-        self.leader = fetcher.source_broker
-        self.in_flight = False
-        self.stopped = False
-        self._timer: Any = None
-        self._timer_at = -1
-        self.sent: dict[TopicPartition, FetchPartition] = {}
-        self.session_epoch = 0
-        self.need_full = True
-        self._delays: list[tuple[int, int, TopicPartition]] = []
-        self._seq = 0
-
-    def stop(self) -> None:
-        self.stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    def _live(self) -> bool:
-        return (not self.stopped and self.broker.alive
-                and self.incarnation == self.broker.incarnation)
-
-    def poke(self, at_ms: int | None = None) -> None:
-        """Make sure the loop runs at ``at_ms`` (default now) unless a request is in flight."""
-        if not self._live() or self.in_flight:
-            return
-        loop = self.broker.loop
-        at = loop.now if at_ms is None else max(at_ms, loop.now)
-        if self._timer is not None and self._timer_at <= at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer_at = at
-        self._timer = loop.call_at(at, self._step)
-
-    def _step(self) -> None:
-        self._timer = None
-        if not self._live() or self.in_flight:
-            return
-        fetcher = self.fetcher
-        states: _TrackedStates = fetcher.partition_states  # type: ignore[assignment]
-        now = self.broker.loop.now
-        delays = self._delays
-        while delays and delays[0][0] <= now:
-            _, _, tp = heapq.heappop(delays)
-            states.dirty[tp] = None
-        if self.need_full:
-            candidates = list(states.partition_set())
-            candidates += [tp for tp in states.dirty if tp not in states]
-        else:
-            candidates = list(states.dirty)
-        states.dirty.clear()
-        # 1. truncation first (maybeTruncate), as doWork does
-        truncating = []
-        for tp in candidates:
-            st = states.state_value(tp)
-            if st is not None and st.state is TRUNCATING and not st.is_delayed(now):
-                truncating.append(tp)
-        if truncating and self._truncate(truncating):
-            states.dirty.update(dict.fromkeys(candidates))
-            return  # an OffsetsForLeaderEpoch request is in flight
-        for tp in states.dirty:
-            if tp not in candidates:
-                candidates.append(tp)
-        states.dirty.clear()
-        # 2. the session delta (maybeFetch with KIP-227 incremental requests)
-        cfg = fetcher.config
-        send_epoch = fetcher.truncate_on_fetch
-        rm = fetcher.replica_manager
-        full = self.need_full
-        sent = {} if full else self.sent
-        parts: list[FetchPartition] = []
-        forgotten: list[TopicPartition] = []
-        for tp in candidates:
-            st = states.state_value(tp)
-            fp = None
-            if st is not None:
-                due = st.delay_until_ms
-                if due is not None and due > now:
-                    self._seq += 1
-                    heapq.heappush(delays, (due, self._seq, tp))
-                elif st.state is FETCHING:
-                    lg = rm.local_log(tp)
-                    if lg is None:
-                        fetcher._delay_partitions([tp], cfg.backoff_ms)
-                        states.dirty.pop(tp, None)
-                        self._seq += 1
-                        heapq.heappush(delays, (now + cfg.backoff_ms, self._seq, tp))
-                    else:
-                        lfe = st.last_fetched_epoch
-                        fp = FetchPartition(
-                            tp, st.fetch_offset, cfg.fetch_max_bytes, lg.log_start_offset,
-                            st.current_leader_epoch,
-                            lfe if send_epoch and lfe is not None else NO_EPOCH)
-            if fp is not None:
-                if sent.get(tp) != fp:
-                    parts.append(fp)
-                    sent[tp] = fp
-            elif tp in sent:
-                del sent[tp]
-                forgotten.append(tp)
-        if full:
-            self.sent = sent
-            if not sent:
-                # nothing to fetch yet: stay idle until a partition is added or a delay ends
-                if delays:
-                    self.poke(delays[0][0])
-                return
-            parts = list(sent.values())
-            forgotten = []
-            self.need_full = False
-            self.session_epoch = 0
-        else:
-            if not sent and not forgotten:
-                if delays:
-                    self.poke(delays[0][0])
-                return
-            self.session_epoch += 1
-        request = FetchRequest(rm.broker_id, cfg.wait_max_ms, cfg.min_bytes,
-                               cfg.response_max_bytes, tuple(parts), rm.broker_epoch)
-        msg = SessionFetchRequest(fetcher.fetcher_id, self.session_epoch, full, request,
-                                  tuple(forgotten))
-        self.in_flight = True
-        broker = self.broker
-        broker.network.request(
-            broker.broker_id, self.leader, msg, 64 + 40 * len(parts) + 16 * len(forgotten),
-            self._on_fetch_response, timeout_ms=broker.cluster.replica_socket_timeout_ms)
-
-    def _truncate(self, tps: list[TopicPartition]) -> bool:
-        """Truncating partitions: by leader epoch (async OffsetsForLeaderEpoch) or to the HW.
-        True if a request went out."""
-        fetcher = self.fetcher
-        rm = fetcher.replica_manager
-        states = fetcher.partition_states
-        with_epochs: list[OffsetForLeaderPartition] = []
-        without: list[TopicPartition] = []
-        for tp in tps:
-            st = states.state_value(tp)
-            if st is None:
-                continue
-            epoch = -1
-            if fetcher.uses_leader_epochs:
-                lg = rm.local_log(tp)
-                epoch = lg.latest_epoch if lg is not None else -1
-            if epoch >= 0:
-                with_epochs.append(OffsetForLeaderPartition(tp, epoch, st.current_leader_epoch))
-            else:
-                without.append(tp)
-        if without:
-            fetcher.truncate_to_high_watermark(without)
-            self.broker.cluster.checker.truncated(self.broker, without)
-        if not with_epochs:
-            return False
-        request = OffsetsForLeaderEpochRequest(rm.broker_id, tuple(with_epochs))
-        self.in_flight = True
-        broker = self.broker
-        broker.network.request(broker.broker_id, self.leader, request, 32 + 24 * len(with_epochs),
-                               lambda answer: self._on_epochs(request, answer),
-                               timeout_ms=broker.cluster.replica_socket_timeout_ms)
-        return True
-
-    def _on_epochs(self, request: OffsetsForLeaderEpochRequest, answer: Any) -> None:
-        if not self._live():
-            return
-        self.in_flight = False
-        if is_failure(answer):
-            answer = RequestTimedOutError(str(answer))
-        tps = [p.tp for p in request.partitions]
-        self.fetcher.process_epoch_response(request, answer)
-        self.broker.cluster.checker.truncated(self.broker, tps)
-        self._step()
-
-    def _on_fetch_response(self, answer: Any) -> None:
-        if not self._live():
-            return
-        delay = self.broker.processing_delay_ms("fetch")
-        if delay > 0:
-            self.broker.loop.call_later(delay, self._process, answer)
-        else:
-            self._process(answer)
-
-    def _process(self, answer: Any) -> None:
-        if not self._live():
-            return
-        self.in_flight = False
-        fetcher = self.fetcher
-        broker = self.broker
-        if is_failure(answer) or answer.session_error or answer.response is None:
-            error = answer if isinstance(answer, BaseException) else RequestTimedOutError(
-                f"fetch from broker {self.leader} failed: {answer!r}")
-            fetcher.process_fetch_response(FetchRequest(fetcher.broker_id, 0, 0, 0, ()), error)
-            self.need_full = True
-            self.sent = {}
-        else:
-            response = answer.response
-            sent = self.sent
-            parts = tuple(sent[p.tp] for p in response.partitions if p.tp in sent)
-            virtual = FetchRequest(fetcher.broker_id, 0, 0, 0, parts)
-            rm = fetcher.replica_manager
-            leos = {p.tp: _leo(rm, p.tp) for p in response.partitions
-                    if p.error_code == Errors.OFFSET_OUT_OF_RANGE}  # may truncate
-            fetcher.process_fetch_response(virtual, response)
-            fetcher.partitions_with_new_high_watermark.clear()
-            broker.cluster.checker.follower_fetched(broker, response, leos)
-        self._step()
-
-
 def _leo(rm: ReplicaManager, tp: TopicPartition) -> int:
     lg = rm.local_log(tp)
     return int(lg.log_end_offset) if lg is not None else -1
-
-
-# ---- leader side: fetch sessions ----------------------------------------------------------------
-class LeaderSession:
-    """The leader's copy of one follower fetcher's session: per partition its latest
-    FetchPartition, in columns for the vectorised "anything to send?" test."""
-
-    def __init__(self, follower: int, fetcher_id: int) -> None:
-        self.follower = follower
-        self.fetcher_id = fetcher_id
-        self.epoch = 0
-        self.index: dict[TopicPartition, int] = {}
-        self.parts: list[FetchPartition | None] = []
-        self._free: list[int] = []
-        cap = 16
-        self.fetch_offset = np.full(cap, -1, dtype=np.int64)
-        self.req_epoch = np.full(cap, -1, dtype=np.int64)
-        self.log_start = np.full(cap, -1, dtype=np.int64)
-        self.sent_hw = np.full(cap, -2, dtype=np.int64)
-        self.rows = np.full(cap, -1, dtype=np.int64)
-        self.slots = np.full(cap, -1, dtype=np.int64)
-        self.mark = np.zeros(cap, dtype=np.uint8)  # scratch: entries this request changed
-        self.out = np.zeros(cap, dtype=np.int64)  # scratch: the kernels' chosen entries
-        self.n = 0
-        self.gen = -1
-        self.waiting: tuple[Callable[[Any, int], None], Any, FetchRequest] | None = None
-
-    def _grow(self) -> None:
-        cap = 2 * len(self.fetch_offset)
-        for name, fill in (("fetch_offset", -1), ("req_epoch", -1), ("log_start", -1),
-                           ("sent_hw", -2), ("rows", -1), ("slots", -1)):
-            old = getattr(self, name)
-            new = np.full(cap, fill, dtype=np.int64)
-            new[: len(old)] = old
-            setattr(self, name, new)
-        self.mark = np.zeros(cap, dtype=np.uint8)
-        self.out = np.zeros(cap, dtype=np.int64)
-
-    def upsert(self, fp: FetchPartition, rm: ReplicaManager) -> int:
-        i = self.index.get(fp.tp)
-        if i is None:
-            if self._free:
-                i = heapq.heappop(self._free)
-            else:
-                if self.n == len(self.fetch_offset):
-                    self._grow()
-                i = self.n
-                self.n += 1
-                self.parts.append(None)
-            self.index[fp.tp] = i
-            self.sent_hw[i] = -2
-            self._map_row(i, fp.tp, rm)
-        self.parts[i] = fp
-        self.fetch_offset[i] = fp.fetch_offset
-        self.req_epoch[i] = fp.current_leader_epoch
-        self.log_start[i] = fp.log_start_offset
-        return i
-
-    def forget(self, tp: TopicPartition) -> None:
-        i = self.index.pop(tp, None)
-        if i is not None:
-            self.parts[i] = None
-            self.rows[i] = -1
-            self.slots[i] = -1
-            self.fetch_offset[i] = -1
-            heapq.heappush(self._free, i)
-
-    def _map_row(self, i: int, tp: TopicPartition, rm: ReplicaManager) -> None:
-        p = rm.partition(tp)
-        row = p.row if p is not None and p.is_leader else -1
-        slot = -1
-        if row >= 0:
-            slot = rm.table.slot(row, self.follower)
-        self.rows[i] = row if slot > 0 else -1
-        self.slots[i] = slot if slot > 0 else -1
-
-    def refresh_rows(self, rm: ReplicaManager, gen: int) -> None:
-        """Re-map every partition to its state-table row after leadership changed."""
-        if gen == self.gen:
-            return
-        self.gen = gen
-        for tp, i in self.index.items():
-            self._map_row(i, tp, rm)
 
 
 class SimBroker:
@@ -601,6 +316,7 @@ class SimBroker:
         else:
             raise ValueError(f"storage must be memory or disk, not {storage!r}")
         self.rng = cluster.loop.spawn_rng()
+        self.session_rng = cluster.loop.spawn_rng()  # fetch session ids, from the seed
         self.alive = False
         self.crash_mode: str | None = None
         self.incarnation = 0
@@ -609,14 +325,14 @@ class SimBroker:
         self.lm: LogManager | None = None
         self.rm: ReplicaManager | None = None
         self.fetcher_manager: SimFetcherManager | None = None
-        self.sessions: dict[tuple[int, int], LeaderSession] = {}
-        self.leadership_gen = 0
+        self._parked_fetch: dict[int, Callable[[Any, int], None]] = {}
         self.slow_factors = {"fetch": 1.0, "disk": 1.0}
         self._tick_timer: Any = None
         self._tick_at = -1
         self._hb_timer: Any = None
         self._parked_produce: dict[int, Callable[[Any, int], None]] = {}
         self._produce_seq = 0
+        self._fetch_seq = 0
         self.network.register(self.broker_id, self._on_message)
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -635,14 +351,14 @@ class SimBroker:
                         clock=self.loop.clock, topic_configs=cluster.topic_log_configs)
         lm.startup()
         rm = ReplicaManager(self.broker_id, lm, cluster.replica_config, clock=self.loop.clock,
-                            alter_partition=self._send_alter_partition, broker_epoch=-1)
+                            alter_partition=self._send_alter_partition, broker_epoch=-1,
+                            session_id_rng=self.session_rng)
         fm = SimFetcherManager(self, self.broker_id, rm, cluster.replica_config,
                                lambda leader: SimLeaderEndPoint(self, leader),
                                clock=self.loop.clock, truncation=cluster.truncation)
         rm.fetcher_manager = fm
         self.lm, self.rm, self.fetcher_manager = lm, rm, fm
-        self.sessions = {}
-        self.leadership_gen += 1
+        self._parked_fetch = {}
         cluster.trace("start", self.broker_id, len(lm.logs))
         self._register()
 
@@ -685,14 +401,10 @@ class SimBroker:
         if mode == "process":
             # the process is gone but the host is up: every open connection is reset, so
             # requests this broker was holding (parked fetches and produces) fail at once
-            for session in self.sessions.values():
-                if session.waiting is not None:
-                    session.waiting[1].cancel()
-                    session.waiting[0](Disconnected(self.broker_id), 16)
-                    session.waiting = None
-            for respond in list(self._parked_produce.values()):
+            for respond in [*self._parked_fetch.values(), *self._parked_produce.values()]:
                 respond(Disconnected(self.broker_id), 16)
         self._parked_produce = {}
+        self._parked_fetch = {}
         self.alive = False
         self.crash_mode = mode
         self.incarnation += 1
@@ -702,8 +414,7 @@ class SimBroker:
         self._tick_timer = self._hb_timer = None
         if self.fetcher_manager is not None:
             for fetcher in self.fetcher_manager.fetchers.values():
-                if getattr(fetcher, "driver", None) is not None:
-                    fetcher.driver.stop()
+                fetcher.shutdown()  # the process is gone: no thread runs on
         if self.storage == "memory":
             if self.lm is not None or mode == "power":
                 self.medium.crash(mode)
@@ -713,7 +424,6 @@ class SimBroker:
                     lg.close()
                 except Exception:  # noqa: BLE001 - the process is gone either way
                     pass
-        self.sessions = {}
         self.lm = self.rm = self.fetcher_manager = None
         self.registered = False
         self.cluster.trace("crash", self.broker_id, mode)
@@ -764,7 +474,7 @@ class SimBroker:
             if self.crash_mode == "process":
                 respond(Disconnected(self.broker_id), 16)
             return
-        if isinstance(msg, SessionFetchRequest):
+        if isinstance(msg, FetchRequest):
             delay = self.processing_delay_ms("disk")
             if delay > 0:
                 inc = self.incarnation
@@ -798,7 +508,7 @@ class SimBroker:
         else:  # pragma: no cover - programming error
             raise TypeError(f"broker {self.broker_id} got an unknown message {msg!r}")
 
-    def _fetch_later(self, inc: int, src: int, msg: SessionFetchRequest,
+    def _fetch_later(self, inc: int, src: int, msg: FetchRequest,
                      respond: Callable[[Any, int], None]) -> None:
         if inc == self.incarnation and self.alive:
             self._on_fetch(src, msg, respond)
@@ -828,7 +538,6 @@ class SimBroker:
                 # naming the log dir skips LogManager's per-call count of logs per dir
                 lm.create_log(s.topic, s.partition, log_dir=self.log_dir)
         response = rm.become_leader_or_follower(req)
-        self.leadership_gen += 1
         self.fetcher_manager.shutdown_idle_fetcher_threads()
         led = [s.tp for s in req.partition_states
                if s.leader == self.broker_id
@@ -837,9 +546,6 @@ class SimBroker:
         self.cluster.trace("leader_and_isr", self.broker_id, len(req.partition_states), len(led))
         self.cluster.checker.became_leader(self, led)
         self.cluster.checker.became_follower(self, followed)
-        for session in list(self.sessions.values()):
-            if session.waiting is not None:
-                self._complete_session(session)
         respond(response, 16 + 8 * len(req.partition_states))
         self._schedule_tick()
 
@@ -867,7 +573,6 @@ class SimBroker:
                                     callback=reply)
         ok = results is None or results[tp].error_code == Errors.NONE
         if ok:
-            self._wake_sessions(tp)
             self.cluster.checker.leader_touched(self, (tp,))
         if results is not None:
             reply(results)
@@ -876,124 +581,30 @@ class SimBroker:
             self._schedule_tick()
 
     # ---- follower fetches on the leader ----------------------------------------------------------
-    def _wake_sessions(self, tp: TopicPartition) -> None:
-        if not self.sessions:
-            return
-        for session in list(self.sessions.values()):
-            if session.waiting is not None and tp in session.index:
-                self._complete_session(session)
-
-    def _on_fetch(self, src: int, msg: SessionFetchRequest, respond: Callable[[Any, int], None]
+    def _on_fetch(self, src: int, request: FetchRequest, respond: Callable[[Any, int], None]
                   ) -> None:
+        """Hand a follower's fetch to the replica manager; a parked fetch is answered when the
+        manager completes it (the connection stays open until then)."""
         rm = self.rm
         assert rm is not None
-        key = (src, msg.fetcher_id)
-        session = self.sessions.get(key)
-        if msg.full:
-            if session is not None and session.waiting is not None:
-                session.waiting[1].cancel()
-            session = self.sessions[key] = LeaderSession(src, msg.fetcher_id)
-            session.gen = self.leadership_gen
-        elif session is None or msg.session_epoch != session.epoch + 1:
-            respond(SessionFetchResponse(None, session_error=True), 16)
-            return
+        self._fetch_seq += 1
+        key = self._fetch_seq
+
+        def reply(response: FetchResponse) -> None:
+            self._parked_fetch.pop(key, None)
+            size = 32
+            for p in response.partitions:
+                size += 40 + _size(p.records)
+            if response.partitions:
+                self.cluster.checker.leader_touched(self, [p.tp for p in response.partitions])
+            respond(response, size)
+
+        response = rm.fetch_messages(request, reply)
+        if response is not None:
+            reply(response)
         else:
-            if session.waiting is not None:
-                session.waiting[1].cancel()
-                session.waiting = None
-            session.refresh_rows(rm, self.leadership_gen)
-        session.epoch = msg.session_epoch
-        for tp in msg.forgotten:
-            session.forget(tp)
-        request = msg.request
-        changed = [session.upsert(fp, rm) for fp in request.partitions]
-        mark = session.mark
-        if changed:
-            mark[changed] = 1
-        stale = (request.replica_epoch != -1
-                 and rm.broker_epochs.get(src, -1) > request.replica_epoch)
-        # what to read (new records, a new HW or epoch, a follower LEO the leader has not
-        # recorded, a follower outside the maximal ISR, a changed entry); §6.2 for the rest
-        m = rm.table.kernels.session_fetch(
-            session.rows, session.slots, session.fetch_offset, session.log_start,
-            session.sent_hw, session.req_epoch, mark, session.n, not stale, self.loop.now,
-            request.replica_epoch, session.out)
-        if changed:
-            mark[changed] = 0
-        read_idx = session.out[:m].tolist()
-        results: list[tuple[int, FetchPartitionResponse]] = []
-        if read_idx:
-            parts = session.parts
-            read = FetchRequest(request.replica_id, 0, request.min_bytes, request.max_bytes,
-                                tuple(parts[i] for i in read_idx),  # type: ignore[misc]
-                                request.replica_epoch)
-            response = rm.fetch_messages(read)
-            assert response is not None
-            results = self._select(session, read_idx, response.partitions)
-            self.cluster.checker.leader_touched(self, [p.tp for p in read.partitions])
-        size = sum(_size(p.records) for _, p in results)
-        urgent = any(p.error_code != Errors.NONE or p.diverging_epoch is not None
-                     for _, p in results)
-        if size >= request.min_bytes or urgent or request.max_wait_ms <= 0:
-            self._respond_fetch(session, results, respond)
-            return
-        inc = self.incarnation
-        timer = self.loop.call_later(request.max_wait_ms, self._expire_session, inc, session)
-        session.waiting = (respond, timer, request)
-
-    def _select(self, session: LeaderSession, idx: list[int],
-                answers: tuple[FetchPartitionResponse, ...]
-                ) -> list[tuple[int, FetchPartitionResponse]]:
-        """The answers an incremental response carries: records, a new HW, or an error."""
-        out = []
-        sent_hw = session.sent_hw
-        for i, p in zip(idx, answers, strict=True):
-            if (p.error_code != Errors.NONE or p.diverging_epoch is not None
-                    or _size(p.records) > 0 or p.high_watermark != sent_hw[i]):
-                out.append((i, p))
-        return out
-
-    def _respond_fetch(self, session: LeaderSession,
-                       parts: list[tuple[int, FetchPartitionResponse]],
-                       respond: Callable[[Any, int], None]) -> None:
-        sent_hw = session.sent_hw
-        size = 32
-        for i, p in parts:
-            size += 40 + _size(p.records)
-            if p.error_code == Errors.NONE and session.parts[i] is not None:
-                sent_hw[i] = p.high_watermark
-        respond(SessionFetchResponse(FetchResponse(Errors.NONE, tuple(p for _, p in parts))),
-                size)
-
-    def _expire_session(self, inc: int, session: LeaderSession) -> None:
-        if inc != self.incarnation or not self.alive or session.waiting is None:
-            return
-        self._complete_session(session)
-
-    def _complete_session(self, session: LeaderSession) -> None:
-        """DelayedFetch completion over a session: re-read what changed, without updating
-        follower state (Kafka's read from the purgatory)."""
-        respond, timer, request = session.waiting  # type: ignore[misc]
-        session.waiting = None
-        timer.cancel()
-        rm = self.rm
-        assert rm is not None
-        session.refresh_rows(rm, self.leadership_gen)
-        results: list[tuple[int, FetchPartitionResponse]] = []
-        m = rm.table.kernels.session_pending(session.rows, session.fetch_offset, session.sent_hw,
-                                             session.req_epoch, session.n, session.out)
-        if m:
-            idx = session.out[:m].tolist()
-            parts = tuple(session.parts[i] for i in idx)
-            params = rm.fetch_params(request)
-            reads = rm._read_from_log(params, parts, read_from_purgatory=True)
-            answers = tuple(
-                FetchPartitionResponse(x.tp, x.error, x.high_watermark, x.last_stable_offset,
-                                       x.log_start_offset, x.log_end_offset, x.records,
-                                       x.diverging_epoch)
-                for x in reads)
-            results = self._select(session, idx, answers)
-        self._respond_fetch(session, results, respond)
+            self._parked_fetch[key] = respond
+        self._schedule_tick()
 
     # ---- controller traffic ----------------------------------------------------------------------
     def _send_alter_partition(self, request: AlterPartitionRequest) -> None:
@@ -1080,18 +691,14 @@ __all__ = [
     "CONTROLLER_NODE",
     "ConsumerFetch",
     "Disconnected",
-    "FetchDriver",
+    "FetcherThread",
     "Heartbeat",
     "HeartbeatResponse",
-    "LeaderSession",
     "MetadataUpdate",
     "ProduceRequest",
     "ProduceResponse",
     "RegisterBroker",
     "RegisterResponse",
-    "SessionFetchRequest",
-    "SessionFetchResponse",
-    "SessionFetcher",
     "SimBroker",
     "SimFetcherManager",
     "SimLeaderEndPoint",

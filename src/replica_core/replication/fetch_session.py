@@ -1,0 +1,366 @@
+"""The leader's fetch sessions (KIP-227): Kafka's ``FetchSession.scala`` beside the replica manager.
+
+A fetch names a session by id and epoch (``FetchRequest.session_id`` / ``session_epoch``):
+
+* epoch −1 (FINAL) without a session: a *sessionless* fetch, answered in full, nothing cached;
+* epoch 0 (INITIAL): a *full* fetch; any session it names is closed, and a new one is created
+  from its partitions when the response is generated (if the cache has, or can evict, a slot);
+* epoch ≥ 1: an *incremental* fetch against the cached session. An unknown id answers
+  ``FETCH_SESSION_ID_NOT_FOUND``, an epoch other than the one expected next answers
+  ``INVALID_FETCH_SESSION_EPOCH``. The request carries only partitions added or changed (their
+  new fetch offset, epochs, log start) and the partitions to forget; the response carries only
+  partitions with records, a changed high watermark or log start offset, an error or a
+  diverging epoch. A partition that returned records moves to the end of the session, so the
+  response byte limit rotates fairly over the session.
+
+Sessions live in a :class:`~replica_core.replication.fetch_session_cache.FetchSessionCache`
+(``max.incremental.fetch.session.cache.slots``, Kafka's eviction rules). Topic ids are not used
+(fetch versions below 13), so ``FETCH_SESSION_TOPIC_ID_ERROR`` never arises.
+
+Storage: a session keeps its partitions as columns (fetch offset, leader epoch, the follower's
+log start, the cached high watermark and log start offset, the partition's row and replica slot
+in the leader's :class:`~replica_core.replication.state.ReplicaStateTable`) so that the leader
+can scan a whole session in one kernel call: an incremental follower fetch reads only the
+partitions Kafka's response filter could keep and updates the rest's follower fetch state in
+the kernel (``session_fetch``); a parked session fetch re-reads only partitions with news
+(``session_pending``). Both give the response Kafka gives after reading every partition.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from replica_core.errors import Errors
+from replica_core.replication.fetch_metadata import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SESSION_ID,
+    next_epoch,
+)
+from replica_core.replication.fetch_session_cache import FetchSessionCache
+from replica_core.replication.messages import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from replica_core.replication.replica_manager import LogReadResult
+
+INVALID_HIGH_WATERMARK = -1
+"""What a cached partition's high watermark is before its first response and after an error,
+so the next response always carries it (``CachedPartition``)."""
+
+_COLUMNS = (("fetch_offset", -1), ("req_epoch", -1), ("log_start", -1),
+            ("cached_hw", INVALID_HIGH_WATERMARK), ("cached_log_start", -1), ("rows", -1),
+            ("slots", -1))
+
+
+class FetchSession:
+    """One cached session (Kafka's ``FetchSession`` with its ``CachedPartition`` s as columns).
+
+    ``epoch`` is the epoch the next incremental request must carry. ``index`` maps each
+    partition to its column slot in session order (insertion order, rotated by
+    :meth:`move_to_end`); ``parts[i]`` is the request data last received for slot ``i``.
+    """
+
+    def __init__(self, session_id: int, privileged: bool, replica_id: int, creation_ms: int,
+                 epoch: int) -> None:
+        self.id = session_id
+        self.privileged = privileged
+        self.replica_id = replica_id
+        self.creation_ms = creation_ms
+        self.last_used_ms = creation_ms
+        self.epoch = epoch
+        self.cached_size = -1
+        self.index: dict[TopicPartition, int] = {}
+        self.parts: list[FetchPartition | None] = []
+        self._free: list[int] = []
+        self.n = 0
+        self.gen = -1
+        cap = 16
+        for name, fill in _COLUMNS:
+            setattr(self, name, np.full(cap, fill, dtype=np.int64))
+        self.mark = np.zeros(cap, dtype=np.uint8)
+        self.out = np.zeros(cap, dtype=np.int64)
+
+    fetch_offset: np.ndarray
+    req_epoch: np.ndarray
+    log_start: np.ndarray
+    cached_hw: np.ndarray
+    cached_log_start: np.ndarray
+    rows: np.ndarray
+    slots: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return (f"FetchSession(id={self.id}, epoch={self.epoch}, partitions={len(self.index)}, "
+                f"privileged={self.privileged})")
+
+    # ---- partitions ------------------------------------------------------------------------
+    def _grow(self) -> None:
+        cap = 2 * len(self.fetch_offset)
+        for name, fill in _COLUMNS:
+            old = getattr(self, name)
+            new = np.full(cap, fill, dtype=np.int64)
+            new[: len(old)] = old
+            setattr(self, name, new)
+        self.mark = np.zeros(cap, dtype=np.uint8)
+        self.out = np.zeros(cap, dtype=np.int64)
+
+    def upsert(self, fp: FetchPartition) -> int:
+        """Add a partition (cached HW and log start unknown) or update its request data
+        (``CachedPartition.updateRequestParams``); its column slot."""
+        i = self.index.get(fp.tp)
+        if i is None:
+            if self._free:
+                i = heapq.heappop(self._free)
+            else:
+                if self.n == len(self.fetch_offset):
+                    self._grow()
+                i = self.n
+                self.n += 1
+                self.parts.append(None)
+            self.index[fp.tp] = i
+            self.cached_hw[i] = INVALID_HIGH_WATERMARK
+            self.cached_log_start[i] = -1
+            self.rows[i] = -1
+            self.slots[i] = -1
+            self.gen = -1  # a new partition needs its row
+        self.parts[i] = fp
+        self.fetch_offset[i] = fp.fetch_offset
+        self.req_epoch[i] = fp.current_leader_epoch
+        self.log_start[i] = fp.log_start_offset
+        return i
+
+    def forget(self, tp: TopicPartition) -> bool:
+        i = self.index.pop(tp, None)
+        if i is None:
+            return False
+        self.parts[i] = None
+        self.rows[i] = -1
+        self.slots[i] = -1
+        self.fetch_offset[i] = -1
+        heapq.heappush(self._free, i)
+        return True
+
+    def update(self, partitions: Iterable[FetchPartition], forgotten: Iterable[TopicPartition]
+               ) -> tuple[list[TopicPartition], list[TopicPartition], list[TopicPartition]]:
+        """``FetchSession.update``: upsert the request's partitions, then drop the forgotten
+        ones; (added, updated, removed)."""
+        added: list[TopicPartition] = []
+        updated: list[TopicPartition] = []
+        removed: list[TopicPartition] = []
+        index = self.index
+        for fp in partitions:
+            (updated if fp.tp in index else added).append(fp.tp)
+            self.upsert(fp)
+        for tp in forgotten:
+            if self.forget(tp):
+                removed.append(tp)
+        return added, updated, removed
+
+    def move_to_end(self, tp: TopicPartition) -> None:
+        self.index[tp] = self.index.pop(tp)
+
+    def order(self) -> np.ndarray:
+        """Column slots in session order."""
+        return np.fromiter(self.index.values(), dtype=np.int64, count=len(self.index))
+
+    def partitions(self) -> list[FetchPartition]:
+        """The request data of every partition, in session order (``foreachPartition``)."""
+        parts = self.parts
+        return [parts[i] for i in self.index.values()]  # type: ignore[misc]
+
+    # ---- response filter -------------------------------------------------------------------
+    def must_respond(self, i: int, r: LogReadResult, update: bool) -> bool:
+        """``CachedPartition.maybeUpdateResponseData``: must slot ``i`` be in the response for
+        read ``r``? With ``update``, cache the HW and log start sent (HW −1 after an error)."""
+        must = r.size > 0 or r.diverging_epoch is not None
+        hw = r.high_watermark
+        if self.cached_hw[i] != hw:
+            must = True
+            if update:
+                self.cached_hw[i] = hw
+        if self.cached_log_start[i] != r.log_start_offset:
+            must = True
+            if update:
+                self.cached_log_start[i] = r.log_start_offset
+        if r.error != Errors.NONE:
+            must = True
+            if update:
+                self.cached_hw[i] = INVALID_HIGH_WATERMARK
+        return must
+
+    # ---- rows in the leader's state table --------------------------------------------------
+    def refresh_rows(self, lookup: Any, gen: int) -> None:
+        """Map every partition to its (row, replica slot) for this session's follower, once
+        per leadership generation ``gen``; (−1, −1) where this broker does not lead it or the
+        follower is not a replica. ``lookup(tp, replica_id)`` gives the pair."""
+        if gen == self.gen:
+            return
+        self.gen = gen
+        rows, slots, replica = self.rows, self.slots, self.replica_id
+        for tp, i in self.index.items():
+            rows[i], slots[i] = lookup(tp, replica)
+
+
+# ---- fetch contexts (Kafka's FetchContext family) ------------------------------------------
+class SessionErrorContext:
+    """A session error: the response is that error and nothing else."""
+
+    session: FetchSession | None = None
+    incremental = False
+
+    def __init__(self, error: Errors) -> None:
+        self.error = error
+
+    def partitions(self) -> Sequence[FetchPartition]:
+        return ()
+
+    def generate(self, results: Sequence[LogReadResult], now_ms: int) -> FetchResponse:
+        return FetchResponse(self.error, (), session_id=INVALID_SESSION_ID)
+
+
+class SessionlessFetchContext:
+    """A fetch outside any session: every partition asked for is read and answered."""
+
+    session: FetchSession | None = None
+    incremental = False
+    error = Errors.NONE
+
+    def __init__(self, partitions: Sequence[FetchPartition]) -> None:
+        self._partitions = partitions
+
+    def partitions(self) -> Sequence[FetchPartition]:
+        return self._partitions
+
+    def generate(self, results: Sequence[LogReadResult], now_ms: int) -> FetchResponse:
+        return FetchResponse(Errors.NONE, _responses(results), session_id=INVALID_SESSION_ID)
+
+
+class FullFetchContext:
+    """A full fetch: answered in full; the response creates the session when the cache has or
+    can make room (otherwise session id 0: the fetcher stays sessionless)."""
+
+    session: FetchSession | None = None
+    incremental = False
+    error = Errors.NONE
+
+    def __init__(self, cache: FetchSessionCache, partitions: Sequence[FetchPartition],
+                 privileged: bool, replica_id: int) -> None:
+        self.cache = cache
+        self._partitions = partitions
+        self.privileged = privileged
+        self.replica_id = replica_id
+
+    def partitions(self) -> Sequence[FetchPartition]:
+        return self._partitions
+
+    def generate(self, results: Sequence[LogReadResult], now_ms: int) -> FetchResponse:
+        by_tp = {fp.tp: fp for fp in self._partitions}
+
+        def create(session_id: int) -> FetchSession:
+            session = FetchSession(session_id, self.privileged, self.replica_id, now_ms,
+                                   next_epoch(INITIAL_EPOCH))
+            for r in results:
+                i = session.upsert(by_tp[r.tp])
+                session.cached_hw[i] = r.high_watermark
+                session.cached_log_start[i] = r.log_start_offset
+            return session
+
+        session_id = self.cache.maybe_create_session(now_ms, self.privileged, len(results),
+                                                     create)
+        return FetchResponse(Errors.NONE, _responses(results), session_id=session_id)
+
+
+class IncrementalFetchContext:
+    """An incremental fetch in ``session``: the response keeps only partitions that must be
+    sent, and moves those with records to the end of the session."""
+
+    incremental = True
+    error = Errors.NONE
+
+    def __init__(self, session: FetchSession, expected_epoch: int) -> None:
+        self.session = session
+        self.expected_epoch = expected_epoch
+
+    def partitions(self) -> Sequence[FetchPartition]:
+        return self.session.partitions()
+
+    def generate(self, results: Sequence[LogReadResult], now_ms: int) -> FetchResponse:
+        session = self.session
+        if session.epoch != self.expected_epoch:
+            # another request of this session went by meanwhile
+            return FetchResponse(Errors.INVALID_FETCH_SESSION_EPOCH, (),
+                                 session_id=INVALID_SESSION_ID)
+        index = session.index
+        kept = []
+        for r in results:
+            i = index.get(r.tp)
+            if i is None:
+                continue
+            if session.must_respond(i, r, True):
+                kept.append(r)
+                if r.size > 0:
+                    session.move_to_end(r.tp)
+        return FetchResponse(Errors.NONE, _responses(kept), session_id=session.id)
+
+
+FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext | \
+    IncrementalFetchContext
+
+
+def _responses(results: Iterable[LogReadResult]) -> tuple[FetchPartitionResponse, ...]:
+    return tuple(
+        FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
+                               r.log_start_offset, r.log_end_offset, r.records, r.diverging_epoch)
+        for r in results)
+
+
+class FetchManager:
+    """Kafka's ``FetchManager``: turns a fetch's session id and epoch into a context."""
+
+    def __init__(self, cache: FetchSessionCache) -> None:
+        self.cache = cache
+
+    def new_context(self, request: FetchRequest, is_follower: bool, now_ms: int) -> FetchContext:
+        session_id, epoch = request.session_id, request.session_epoch
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+            if session_id != INVALID_SESSION_ID:
+                self.cache.remove(session_id)  # a full request closes the session it names
+            if epoch == FINAL_EPOCH:
+                return SessionlessFetchContext(request.partitions)
+            return FullFetchContext(self.cache, request.partitions, is_follower,
+                                    request.replica_id)
+        session = self.cache.get(session_id)
+        if session is None:
+            return SessionErrorContext(Errors.FETCH_SESSION_ID_NOT_FOUND)
+        if session.epoch != epoch:
+            return SessionErrorContext(Errors.INVALID_FETCH_SESSION_EPOCH)
+        session.update(request.partitions, request.forgotten)
+        if not session.index:
+            self.cache.remove(session)
+            return SessionlessFetchContext(request.partitions)
+        self.cache.touch(session, now_ms)
+        session.epoch = next_epoch(session.epoch)
+        return IncrementalFetchContext(session, session.epoch)
+
+
+__all__ = [
+    "INVALID_HIGH_WATERMARK",
+    "FetchContext",
+    "FetchManager",
+    "FetchSession",
+    "FullFetchContext",
+    "IncrementalFetchContext",
+    "SessionErrorContext",
+    "SessionlessFetchContext",
+]

@@ -1,0 +1,211 @@
+"""The leader's fetch sessions (KIP-227) and long-poll fetches through the replica manager.
+
+Kafka's rules (``FetchSession.scala``, ``KafkaApis.handleFetchRequest``, ``DelayedFetch``),
+exercised on real replica managers over real logs: full then incremental fetches, session
+errors, forgotten partitions, cache eviction, and the completion of parked (delayed) fetches by
+each trigger — an append, expiry, a leadership change — but not by a HW change alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from replication_harness import TP, Cluster
+
+from replica_core.errors import Errors
+from replica_core.replication import ReplicaConfig
+from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
+from replica_core.replication.messages import FetchRequest, TopicPartition
+from replica_core.storage.segment import LogOffsetMetadata
+
+TP1 = TopicPartition("t", 1)
+
+
+def cluster(**config) -> Cluster:
+    c = Cluster(3, config=ReplicaConfig(**config))
+    c.create(TP)
+    c.create(TP1)
+    return c
+
+
+def session_fetch(c: Cluster, follower: int, tps, *, session_id: int, epoch: int,
+                  forgotten=(), max_wait_ms: int = 0, callback=None):
+    req = c.fetch_request(follower, tps, max_wait_ms=max_wait_ms)
+    req = dataclasses.replace(req, session_id=session_id, session_epoch=epoch,
+                              forgotten=tuple(forgotten))
+    return c.rm(0).fetch_messages(req, callback=callback)
+
+
+def open_session(c: Cluster, follower: int = 1) -> int:
+    resp = session_fetch(c, follower, (TP, TP1), session_id=0, epoch=0)
+    assert resp.error_code == Errors.NONE and resp.session_id != 0
+    assert [p.tp for p in resp.partitions] == [TP, TP1]        # a full response has them all
+    c.apply(follower, resp)
+    return resp.session_id
+
+
+def test_full_then_incremental_sends_only_what_changed():
+    c = cluster()
+    sid = open_session(c)
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=1)
+    assert (resp.error_code, resp.session_id, resp.partitions) == (Errors.NONE, sid, ())
+    c.produce(TP1, 3)
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=2)
+    assert [p.tp for p in resp.partitions] == [TP1] and len(resp.partitions[0].records) > 0
+    c.apply(1, resp)
+    # the follower sends its new fetch offset for TP1 only; the HW cannot move while follower 2
+    # lags, so nothing must be sent
+    resp = session_fetch(c, 1, (TP1,), session_id=sid, epoch=3)
+    assert resp.partitions == ()
+    c.fetch(2, (TP1,))
+    c.fetch(2, (TP1,))                            # follower 2 catches up: HW 3
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=4)
+    assert [(p.tp, p.high_watermark, len(p.records)) for p in resp.partitions] == [(TP1, 3, 0)]
+    m = c.rm(0).metrics()
+    assert (m["FullFetches"], m["IncrementalFetches"], m["NumIncrementalFetchSessions"],
+            m["NumIncrementalFetchPartitionsCached"]) == (1, 4, 1, 2)
+
+
+def test_session_errors_and_closing():
+    c = cluster()
+    sid = open_session(c)
+    stale = session_fetch(c, 1, (), session_id=sid, epoch=5)
+    assert (stale.error_code, stale.session_id) == (Errors.INVALID_FETCH_SESSION_EPOCH, 0)
+    unknown = session_fetch(c, 1, (), session_id=sid + 1, epoch=1)
+    assert unknown.error_code == Errors.FETCH_SESSION_ID_NOT_FOUND
+    ok = session_fetch(c, 1, (), session_id=sid, epoch=1)        # errors left the session as is
+    assert ok.error_code == Errors.NONE and ok.session_id == sid
+    # a full request naming the session closes it and opens another
+    again = session_fetch(c, 1, (TP, TP1), session_id=sid, epoch=0)
+    assert again.session_id not in (0, sid)
+    assert session_fetch(c, 1, (), session_id=sid, epoch=2).error_code == \
+        Errors.FETCH_SESSION_ID_NOT_FOUND
+    assert c.rm(0).metrics()["FetchSessionErrors"] == 3
+
+
+def test_forgotten_partitions_leave_the_session_and_an_empty_session_is_closed():
+    c = cluster()
+    sid = open_session(c)
+    c.produce(TP, 1)
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=1, forgotten=(TP,))
+    assert resp.partitions == ()                  # TP's new record is not sent: TP was forgotten
+    assert len(c.rm(0).fetch_manager.cache.get(sid)) == 1
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=2, forgotten=(TP1,))
+    assert (resp.error_code, resp.session_id) == (Errors.NONE, 0)   # sessionless from here
+    assert c.rm(0).fetch_manager.cache.get(sid) is None
+
+
+def test_partition_added_to_a_session_is_sent_in_full_once():
+    c = cluster()
+    resp = session_fetch(c, 1, (TP,), session_id=0, epoch=0)
+    sid = resp.session_id
+    resp = session_fetch(c, 1, (TP1,), session_id=sid, epoch=1)
+    assert [p.tp for p in resp.partitions] == [TP1]   # new in the session: HW not sent yet
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=2)
+    assert resp.partitions == ()
+
+
+def test_full_cache_leaves_a_new_fetcher_sessionless():
+    """max.incremental.fetch.session.cache.slots = 1: a second follower's full fetch of the same
+    size cannot evict the first (Kafka's EvictableKey order) and gets session id 0."""
+    c = cluster(max_incremental_fetch_session_cache_slots=1)
+    sid = open_session(c, 1)
+    resp = session_fetch(c, 2, (TP, TP1), session_id=0, epoch=0)
+    assert resp.error_code == Errors.NONE and resp.session_id == 0
+    assert [p.tp for p in resp.partitions] == [TP, TP1]
+    assert c.rm(0).fetch_manager.cache.get(sid) is not None
+    assert c.rm(0).metrics()["IncrementalFetchSessionEvictionsPerSec"] == 0
+
+
+def test_parked_session_fetch_completes_on_append():
+    c = cluster()
+    sid = open_session(c)
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=1, max_wait_ms=500,
+                         callback=got.append) is None
+    assert c.rm(0).fetch_purgatory.delayed == 1
+    c.produce(TP, 2, acks=1)
+    assert len(got) == 1 and [p.tp for p in got[0].partitions] == [TP]
+    assert got[0].session_id == sid and len(got[0].partitions[0].records) > 0
+    m = c.rm(0).metrics()
+    assert (m["DelayedFetchCompletions.follower"], m["FetchExpiresPerSec.follower"]) == (1, 0)
+
+
+def test_parked_session_fetch_expires_after_max_wait():
+    c = cluster()
+    sid = open_session(c)
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=1, max_wait_ms=500,
+                         callback=got.append) is None
+    c.advance(499)
+    assert got == []
+    c.advance(1)
+    assert len(got) == 1 and got[0].partitions == () and got[0].session_id == sid
+    m = c.rm(0).metrics()
+    assert (m["DelayedFetchCompletions.follower"], m["FetchExpiresPerSec.follower"]) == (1, 1)
+
+
+def test_high_watermark_change_alone_does_not_complete_a_follower_fetch():
+    """A follower reads to the LEO: DelayedFetch waits for bytes past its fetch offset, not for
+    a new HW (which it learns at expiry or with the next data)."""
+    c = cluster()
+    c.produce(TP, 2, acks=1)
+    sid = open_session(c, 1)
+    c.fetch(2, (TP, TP1))                        # follower 2 catches up too
+    resp = session_fetch(c, 1, (TP,), session_id=sid, epoch=1)   # follower 1 at LEO 2
+    c.apply(1, resp)
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=2, max_wait_ms=500,
+                         callback=got.append) is None
+    c.fetch(2, (TP,))                             # moves the leader's HW to 2
+    assert c.partition(0, TP).high_watermark == 2
+    assert got == []
+    c.advance(500)
+    assert [(p.tp, p.high_watermark) for p in got[0].partitions] == [(TP, 2)]
+
+
+def test_leadership_change_completes_a_parked_fetch_with_the_error():
+    c = cluster()
+    sid = open_session(c)
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=1, max_wait_ms=500,
+                         callback=got.append) is None
+    c.leader_and_isr(TP, leader=1, isr=(0, 1, 2), brokers=[0])
+    assert len(got) == 1   # Case A/E: the request's epoch is now fenced on the old leader
+    assert [(p.tp, p.error_code) for p in got[0].partitions] == [
+        (TP, Errors.FENCED_LEADER_EPOCH)]
+
+
+def test_sessionless_long_poll_parks_and_completes():
+    c = cluster()
+    got: list = []
+    assert c.fetch(1, (TP,), max_wait_ms=500, callback=got.append) is None
+    c.produce(TP, 1, acks=1)
+    assert len(got) == 1 and got[0].session_id == 0 and len(got[0].partitions[0].records) > 0
+
+
+def test_offset_only_start_does_not_complete_early():
+    """KAFKA-16452: a start offset known only as an offset adds no bytes, so the fetch waits for
+    min bytes or expiry even though the log end moved past it."""
+    c = cluster()
+    c.produce(TP, 3, acks=1)
+    rm = c.rm(0)
+    req = c.fetch_request(1, (TP,), max_wait_ms=500)
+    info = dataclasses.replace(req.partitions[0], fetch_offset=0)
+    params = rm.fetch_params(dataclasses.replace(req, partitions=(info,)))
+    got: list = []
+    op = DelayedFetch(params, [(TP, FetchPartitionStatus(LogOffsetMetadata(0), info))], rm,
+                      got.append)
+    assert not op.try_complete()
+    positioned = rm.partition(TP).log.convert_to_offset_metadata(0)
+    op2 = DelayedFetch(params, [(TP, FetchPartitionStatus(positioned, info))], rm, got.append)
+    assert op2.try_complete() and len(got) == 1
+
+
+def test_sessionless_request_default_is_unchanged():
+    """A FetchRequest built without session fields is sessionless (id 0, epoch −1)."""
+    req = FetchRequest(1, 0, 1, 1 << 20, ())
+    assert (req.session_id, req.session_epoch, req.forgotten) == (0, -1, ())
+    c = cluster()
+    resp = c.rm(0).fetch_messages(req)
+    assert (resp.error_code, resp.session_id, resp.partitions) == (Errors.NONE, 0, ())
+    assert c.rm(0).metrics()["SessionlessFetches"] == 1
