@@ -243,7 +243,8 @@ class SessionlessFetchContext:
         return self._partitions
 
     def generate(self, results: Sequence[LogReadResult], now_ms: int) -> FetchResponse:
-        return FetchResponse(Errors.NONE, _responses(results), session_id=INVALID_SESSION_ID)
+        return FetchResponse(Errors.NONE, partition_responses(results),
+                             session_id=INVALID_SESSION_ID)
 
 
 class FullFetchContext:
@@ -278,7 +279,7 @@ class FullFetchContext:
 
         session_id = self.cache.maybe_create_session(now_ms, self.privileged, len(results),
                                                      create)
-        return FetchResponse(Errors.NONE, _responses(results), session_id=session_id)
+        return FetchResponse(Errors.NONE, partition_responses(results), session_id=session_id)
 
 
 class IncrementalFetchContext:
@@ -311,14 +312,16 @@ class IncrementalFetchContext:
                 kept.append(r)
                 if r.size > 0:
                     session.move_to_end(r.tp)
-        return FetchResponse(Errors.NONE, _responses(kept), session_id=session.id)
+        return FetchResponse(Errors.NONE, partition_responses(kept), session_id=session.id)
 
 
 FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext | \
     IncrementalFetchContext
 
 
-def _responses(results: Iterable[LogReadResult]) -> tuple[FetchPartitionResponse, ...]:
+def partition_responses(results: Iterable[LogReadResult]
+                        ) -> tuple[FetchPartitionResponse, ...]:
+    """The response entries for reads, in read order (``FetchPartitionData`` → wire)."""
     return tuple(
         FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
                                r.log_start_offset, r.log_end_offset, r.records, r.diverging_epoch)
@@ -363,4 +366,5 @@ __all__ = [
     "IncrementalFetchContext",
     "SessionErrorContext",
     "SessionlessFetchContext",
+    "partition_responses",
 ]

@@ -43,7 +43,11 @@ from replica_core.replication.delayed import (
     ProducePartitionStatus,
 )
 from replica_core.replication.fetch_metadata import INITIAL_EPOCH
-from replica_core.replication.fetch_session import FetchManager, FetchSession
+from replica_core.replication.fetch_session import (
+    FetchManager,
+    FetchSession,
+    partition_responses,
+)
 from replica_core.replication.fetch_session_cache import FetchSessionCache
 from replica_core.replication.messages import (
     EARLIEST_TIMESTAMP,
@@ -55,7 +59,6 @@ from replica_core.replication.messages import (
     AlterPartitionResult,
     EpochEndOffset,
     FetchPartition,
-    FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     InitialFetchState,
@@ -657,11 +660,7 @@ class ReplicaManager:
             partition.after_follower_fetch(slots[k], bool(changed[k]), now)
 
     def _fetch_response(self, results: Sequence[LogReadResult]) -> FetchResponse:
-        return FetchResponse(Errors.NONE, tuple(
-            FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
-                                   r.log_start_offset, r.log_end_offset, r.records,
-                                   r.diverging_epoch)
-            for r in results))
+        return FetchResponse(Errors.NONE, partition_responses(results))
 
     def complete_delayed_fetch_requests(self, tps: Iterable[TopicPartition]) -> None:
         """After a follower appended fetched data: wake fetches parked on those partitions."""
