@@ -5,17 +5,12 @@ own medium (memory modelling the page cache, or a temporary directory), a
 :class:`~replica_core.replication.ReplicaManager` and a fetcher manager whose fetchers talk to
 leaders over the simulator's :class:`~replica_core.sim.network.Network`:
 
-* **Fetch sessions (KIP-227).** A follower fetcher sends, per request, only the partitions whose
-  fetch state changed (new offset, new epoch, added, forgotten); the leader keeps the session
-  and answers only partitions with records, a new high watermark, or an error. The leader still
-  updates every session partition's follower state on every fetch, as Kafka's incremental
-  fetch does: partitions with something to read go through ``ReplicaManager.fetch_messages``,
-  idle ones (fetch offset = leader LEO, nothing to report) through the state table's batch
-  kernel ``update_follower_fetches`` — one call for all of them.
-* **Parking.** A fetch with nothing to return waits on the leader (``replica.fetch.wait.max.ms``)
-  until data is appended to one of its session partitions, leadership changes, or the wait
-  expires — the completion rules of Kafka's DelayedFetch over the whole session; the completing
-  read does not update follower state (``read_from_purgatory``), as in Kafka.
+* **Fetching is the product's.** Each follower fetcher is the real
+  :class:`~replica_core.fetcher.fetcher.ReplicaFetcher` (fetch sessions, truncation, backoff)
+  run by a :class:`FetcherThread` that only schedules its ``do_work``; its requests cross the
+  simulated network to the leader's real ``ReplicaManager.fetch_messages`` (fetch sessions,
+  DelayedFetch long polling up to ``replica.fetch.wait.max.ms``), whose answer — at once or when
+  the purgatory completes it — travels back. The broker keeps no fetch logic of its own.
 * **Time-driven work** runs from ``ReplicaManager.tick`` at ``next_tick_due_ms``.
 * **Controller traffic** (registration, heartbeats, AlterPartition) goes over the network to node
   :data:`CONTROLLER_NODE`.
@@ -348,7 +343,8 @@ class SimBroker:
         self.broker_epoch = -1
         self.medium.makedirs(self.log_dir)
         lm = LogManager([self.log_dir], cluster.log_config, medium=self.medium,
-                        clock=self.loop.clock, topic_configs=cluster.topic_log_configs)
+                        clock=self.loop.clock, topic_configs=cluster.topic_log_configs,
+                        rng=cluster.storage_rng(self.broker_id, self.incarnation))
         lm.startup()
         rm = ReplicaManager(self.broker_id, lm, cluster.replica_config, clock=self.loop.clock,
                             alter_partition=self._send_alter_partition, broker_epoch=-1,

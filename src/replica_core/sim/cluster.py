@@ -82,6 +82,7 @@ CLIENT_KEYS = {
 SIM_LOG_DEFAULTS = {"segment.index.bytes": 8192}
 SCRIPT_CLIENT = 999
 """Network node of the client behind :meth:`Cluster.produce`."""
+STORAGE_STREAM = 0x73746F72616765  # spawn-key tag of the brokers' storage generators
 
 
 @dataclass(frozen=True)
@@ -533,6 +534,13 @@ class Cluster:
             self.loop.call_later(check_interval_ms, self._periodic_check)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
+    def storage_rng(self, broker_id: int, incarnation: int) -> np.random.Generator:
+        """The generator a broker's LogManager draws segment roll jitter from when it starts:
+        derived from the seed, the broker and its incarnation only (a key of its own, not a
+        spawn from the loop's sequence), so it shifts no other stream of the run."""
+        key = (STORAGE_STREAM, int(broker_id), int(incarnation))
+        return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=key))
+
     def trace(self, kind: str, *args: Any) -> None:
         """Append an event to the invariant checker's trace (kept for violation reports)."""
         self.checker.trace.append((self.loop.now, kind, args))

@@ -8,7 +8,7 @@ from replica_core.storage.checkpoint import (
     PartitionMetadata,
     PartitionMetadataFile,
 )
-from replica_core.storage.config import LogConfig
+from replica_core.storage.config import LogConfig, SegmentJitter
 from replica_core.storage.index import OffsetIndex, TimeIndex
 from replica_core.storage.leader_epoch import LeaderEpochCache
 from replica_core.storage.medium import FileMedium, Medium, MediumFile, MemoryMedium

@@ -105,11 +105,13 @@ class CheckpointFile(Generic[T]):
 
     VERSION = 0
 
-    def __init__(self, medium: Medium, path: str | os.PathLike, version: int | None = None):
+    def __init__(self, medium: Medium, path: str | os.PathLike, version: int | None = None, *,
+                 exists: bool = False):
+        """``exists``: the caller has just made the file (skips the look)."""
         self.medium = medium
         self.path = os.fspath(path)
         self.version = self.VERSION if version is None else version
-        if not medium.exists(self.path):
+        if not exists and not medium.exists(self.path):
             medium.open(self.path, create=True).close()
 
     def _format(self, entry: T) -> str:

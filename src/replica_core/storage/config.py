@@ -19,7 +19,7 @@ from typing import Any
 
 from replica_core.errors import InvalidConfigurationError
 
-__all__ = ["LogConfig", "LONG_MAX"]
+__all__ = ["LogConfig", "LONG_MAX", "SegmentJitter", "DEFAULT_JITTER_SEED"]
 
 LONG_MAX = (1 << 63) - 1
 _INT = ((-(1 << 31)), (1 << 31) - 1)
@@ -306,7 +306,8 @@ class LogConfig:
 
     def random_segment_jitter(self, rng: random.Random) -> int:
         """Roll jitter for a new segment: ``abs(nextInt) % min(segment.jitter.ms, segment.ms)``
-        (0 when no jitter), drawn from the given seeded generator."""
+        (0 when no jitter), drawn from the given seeded generator (logs draw through a
+        :class:`SegmentJitter`)."""
         if self.segment_jitter_ms == 0:
             return 0
         v = rng.getrandbits(32)
@@ -328,6 +329,61 @@ class LogConfig:
     def attribute_for(name: str) -> str:
         """Python attribute of a dotted topic config name."""
         return _BY_NAME[name].attr
+
+
+#: The seed of segment roll jitter when nobody injects a generator (see :class:`SegmentJitter`).
+DEFAULT_JITTER_SEED = 0
+
+
+class SegmentJitter:
+    """Where one log's segment roll jitter comes from, reproducibly.
+
+    Kafka draws ``LogConfig.randomSegmentJitter`` from ``ThreadLocalRandom`` once per segment,
+    when the segment is created (or reloaded); the segment rolls once it is older than
+    ``segment.ms`` minus that jitter. Here each call (``source(config)``, once per new segment
+    object) draws :meth:`LogConfig.random_segment_jitter` from a ``random.Random`` seeded from
+    ``(seed, name)`` through SHA-512 (``random.Random``'s seeding of a ``str``), so the draws
+    depend on neither ``PYTHONHASHSEED`` nor the process, nor on the order in which logs open
+    (recovery threads) — only on the seed, the log's name and its own sequence of segments.
+    The generator is built at the first non-zero draw: with ``segment.jitter.ms=0`` (Kafka's
+    default) a source costs nothing and every draw is 0.
+
+    A :class:`~replica_core.storage.log_manager.LogManager` built with ``rng=`` gives each log
+    one, named ``<topic>-<partition>``, seeded by a single draw from that generator (the
+    simulator injects one derived from the scenario's seed per broker start). Without an
+    injected source a segment draws from one named after its directory and base offset
+    under :data:`DEFAULT_JITTER_SEED`: still jittered and spread over partitions, and the
+    same in every run.
+    """
+
+    __slots__ = ("seed", "name", "_rng")
+
+    def __init__(self, seed: int, name: str) -> None:
+        self.seed = int(seed)
+        self.name = str(name)
+        self._rng: random.Random | None = None
+
+    @staticmethod
+    def seed_from(rng: Any) -> int:
+        """One 63-bit seed drawn from ``rng``: a ``numpy.random.Generator`` (``integers``) or a
+        ``random.Random`` (``getrandbits``); ``None`` gives :data:`DEFAULT_JITTER_SEED`."""
+        if rng is None:
+            return DEFAULT_JITTER_SEED
+        integers = getattr(rng, "integers", None)
+        if integers is not None:
+            return int(integers(0, 1 << 63))
+        return int(rng.getrandbits(63))
+
+    def __call__(self, config: LogConfig) -> int:
+        """The roll jitter of a new segment under ``config`` (0 when it has no jitter)."""
+        if config.segment_jitter_ms == 0:
+            return 0
+        if self._rng is None:
+            self._rng = random.Random(f"segment-jitter:{self.seed}:{self.name}")
+        return config.random_segment_jitter(self._rng)
+
+    def __repr__(self) -> str:
+        return f"SegmentJitter(seed={self.seed}, name={self.name!r})"
 
 
 assert set(_BY_ATTR) == {f.name for f in dataclasses.fields(LogConfig)}

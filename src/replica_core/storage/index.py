@@ -83,7 +83,11 @@ class _Index:
         writable: bool = True,
         *,
         kernel: ModuleType | None = None,
+        preallocated: bool = False,
     ) -> None:
+        """``preallocated``: the file exists as this index's creation leaves it (pre-allocated,
+        no entries yet; a new segment's index whose object the segment builds on first use),
+        so it opens with no entries instead of being taken as full."""
         if base_offset < 0:
             raise ValueError(f"negative base offset {base_offset}")
         self.medium = medium
@@ -95,8 +99,12 @@ class _Index:
         self._searcher: Any = _LazySearcher(self)
         self._view: memoryview | None = None
         es = self.ENTRY_SIZE
-        newly_created = not medium.exists(self.path)
-        if newly_created:
+        newly_created = preallocated or not medium.exists(self.path)
+        if preallocated:
+            if not writable:
+                raise ValueError(f"a pre-allocated index is opened writable ({self.path})")
+            f = medium.open(self.path, writable=True)
+        elif newly_created:
             if not writable:
                 raise FileNotFoundError(self.path)
             if self.max_index_size < es:

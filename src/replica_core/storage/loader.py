@@ -134,6 +134,7 @@ class LogLoader:
         leader_epoch_cache: Any = None,
         had_clean_shutdown: bool = False,
         report: RecoveryReport | None = None,
+        jitter_source: Any = None,
     ) -> None:
         self.dir = dir
         self.config = config
@@ -146,6 +147,7 @@ class LogLoader:
         self.had_clean_shutdown = had_clean_shutdown
         self.report = report or RecoveryReport(dir, had_clean_shutdown)
         self.max_index_size = int(config.segment_index_bytes)
+        self.jitter_source = jitter_source  # segment roll jitter (LogSegment.open)
 
     # --- helpers ----------------------------------------------------------------------
     def _files(self) -> list[str]:
@@ -164,7 +166,7 @@ class LogLoader:
     def _open_segment(self, base: int, suffix: str = "") -> LogSegment:
         return LogSegment.open(
             self.medium, self.dir, base, self.config, self.clock,
-            file_already_exists=True, suffix=suffix,
+            file_already_exists=True, suffix=suffix, jitter_source=self.jitter_source,
         )
 
     # --- step 1-4: temp files and swaps ---------------------------------------------
@@ -401,7 +403,8 @@ class LogLoader:
         if not self.segments:
             self.segments.add(
                 LogSegment.open(
-                    self.medium, self.dir, self.log_start_offset_checkpoint, self.config, self.clock
+                    self.medium, self.dir, self.log_start_offset_checkpoint, self.config,
+                    self.clock, jitter_source=self.jitter_source,
                 )
             )
         if self.had_clean_shutdown and log_end is not None:

@@ -31,6 +31,7 @@ from replica_core.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from replica_core.storage.config import LogConfig
 from replica_core.storage.loader import LogLoader, RecoveryReport
 from replica_core.storage.segment import (
     COL_BASE_OFFSET,
@@ -40,12 +41,16 @@ from replica_core.storage.segment import (
     COL_POSITION,
     COL_SIZE,
     DELETED_FILE_SUFFIX,
+    INDEX_FILE_SUFFIX,
     INT32_MAX,
+    LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX,
     FetchDataInfo,
     LogOffsetMetadata,
     LogSegment,
     LogSegments,
     batch_kernel,
+    filename_prefix,
     last_offsets,
     log_file_path,
     offset_index_path,
@@ -122,6 +127,102 @@ def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
         )
 
 
+def _config_values(config: Any) -> tuple[Any, ...]:
+    """What :meth:`Log.update_config` caches of a config, in its attribute order."""
+    timestamp_type = str(config.message_timestamp_type)
+    log_append_time = timestamp_type == "LogAppendTime"
+    before, after = int(config.timestamp_before_max_ms), int(config.timestamp_after_max_ms)
+    compacted = bool(config.compact)
+    max_message_bytes = int(config.max_message_bytes)
+    compression = str(config.compression_type)
+    # the topic half of the fused leader-append call (records.analyze_validate_and_assign);
+    # None when the compression type is not a codec (the general path reports it)
+    target = _records().fast_target_codec(compression)
+    fast_topic = None if target is None else (
+        log_append_time, before, after, target, compacted, max_message_bytes)
+    return (int(config.segment_bytes), int(config.max_segment_ms), max_message_bytes,
+            int(config.flush_messages), int(config.flush_ms), compacted, timestamp_type,
+            log_append_time, before, after, compression, fast_topic)
+
+
+# id(config) -> (config, its values) for LogConfig objects (frozen), shared by every log
+_CONFIG_VALUES: dict[int, tuple[Any, tuple[Any, ...]]] = {}
+
+
+# (log start offset, segment.index.bytes) -> the files of a new partition directory
+_NEW_DIR_FILES: dict[tuple[int, int], tuple[tuple[str, int], ...]] = {}
+
+
+def _new_dir_files(base_offset: int, index_bytes: int) -> tuple[tuple[str, int], ...]:
+    """A new partition directory's files, in the order Kafka creates them: the leader epoch
+    checkpoint (empty), then the first segment's ``.log`` (empty) and its pre-allocated
+    ``.index`` and ``.timeindex`` (whole entries of ``segment.index.bytes``); one tuple shared
+    by every directory of that shape."""
+    key = (base_offset, index_bytes)
+    files = _NEW_DIR_FILES.get(key)
+    if files is None:
+        prefix = filename_prefix(base_offset)
+        files = ((LEADER_EPOCH_CHECKPOINT_FILE, 0), (prefix + LOG_FILE_SUFFIX, 0),
+                 (prefix + INDEX_FILE_SUFFIX, index_bytes - index_bytes % 8),
+                 (prefix + TIME_INDEX_FILE_SUFFIX, index_bytes - index_bytes % 12))
+        if len(_NEW_DIR_FILES) >= 256:
+            _NEW_DIR_FILES.clear()
+        _NEW_DIR_FILES[key] = files
+    return files
+
+
+class _NewLogSegments(LogSegments):
+    """The segments of a log just created empty (:meth:`Log._create`): its one segment's files
+    are on the medium already, and the :class:`LogSegment` object is built — as it would have
+    been when the log was created (same config, creation time, jitter draw) — the first time
+    anything asks the segments for anything. The object then turns into a plain
+    :class:`LogSegments` (its class is switched), so later calls cost nothing extra.
+
+    Every method and property of :class:`LogSegments` is wrapped here (generated below), so one
+    added there is covered too.
+    """
+
+    def __init__(self, medium: Any, dir: str, base_offset: int, config: Any, clock: Any,
+                 jitter_source: Any, created_ms: int) -> None:
+        super().__init__()
+        self._pending = (medium, dir, base_offset, config, clock, jitter_source, created_ms)
+
+    def _materialize(self) -> None:
+        medium, dir, base_offset, config, clock, jitter_source, created_ms = self._pending
+        segment = LogSegment.open(medium, dir, base_offset, config, clock,
+                                  file_already_exists=True, index_files_preallocated=True,
+                                  jitter_source=jitter_source)
+        segment.created = created_ms
+        # (on failure the segments stay pending: the next call tries again)
+        del self._pending
+        self.__class__ = LogSegments  # type: ignore[assignment]
+        self.add(segment)
+
+
+def _materializing(name: str, attr: Any) -> Any:
+    if isinstance(attr, property):
+        def get(self: _NewLogSegments) -> Any:
+            self._materialize()
+            return getattr(self, name)
+
+        return property(get, doc=attr.__doc__)
+
+    def method(self: _NewLogSegments, *args: Any, **kwargs: Any) -> Any:
+        self._materialize()
+        return getattr(self, name)(*args, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = attr.__doc__
+    return method
+
+
+for _name, _attr in list(vars(LogSegments).items()):
+    if _name != "__init__" and (isinstance(_attr, property) or callable(_attr)) \
+            and not isinstance(_attr, (staticmethod, classmethod, type)):
+        setattr(_NewLogSegments, _name, _materializing(_name, _attr))
+del _name, _attr
+
+
 class Log:
     """A partition log directory. Open with :meth:`Log.open`."""
 
@@ -139,12 +240,14 @@ class Log:
         leader_epoch_cache: Any,
         recovery_report: RecoveryReport | None = None,
         topic_partition: tuple[str, int] | None = None,
+        jitter_source: Any = None,
     ) -> None:
         self.dir = dir
         self.topic, self.partition = (parse_topic_partition(dir) if topic_partition is None
                                       else topic_partition)
         self.medium = medium
         self.clock = clock
+        self.jitter_source = jitter_source  # roll jitter of new segments (LogSegment.open)
         self._segments = segments
         self._log_start_offset = int(log_start_offset)
         self._recovery_point = int(recovery_point)
@@ -152,7 +255,9 @@ class Log:
         self._leo = next_offset_metadata.message_offset
         self._hw = LogOffsetMetadata(self._log_start_offset)
         self.leader_epoch_cache = leader_epoch_cache
-        self.recovery_report = recovery_report
+        self._recovery_report = recovery_report
+        # a created log's report is built when asked for: (dir, clean, start, recovery point)
+        self._creation: tuple[str, bool, int, int] | None = None
         self.last_flush_ms = clock.milliseconds()
         self.closed = False
         self.update_config(config)
@@ -170,12 +275,15 @@ class Log:
         recovery_point: int = 0,
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
+        jitter_source: Any = None,
     ) -> Log:
         """Open (creating if needed) and load ``<topic>-<partition>`` (KAFKA_SEMANTICS §5.2-5.3).
 
         ``recovery_point``/``log_start_offset`` come from the log dir's checkpoints; without a
         clean shutdown every segment from the one holding the recovery point is rescanned.
-        What recovery changed is in :attr:`recovery_report`.
+        What recovery changed is in :attr:`recovery_report`. ``jitter_source`` gives each new
+        segment its roll jitter (a :class:`~replica_core.storage.config.SegmentJitter`; None: a
+        draw seeded by the segment's directory name and base offset).
         """
         if medium is None:
             from replica_core.storage.medium import FileMedium
@@ -193,7 +301,8 @@ class Log:
         tp = parse_topic_partition(dir)
         if not medium.exists(dir):
             return cls._create(dir, config, medium, clock, log_start_offset,
-                               min(recovery_point, log_start_offset), had_clean_shutdown, tp)
+                               min(recovery_point, log_start_offset), had_clean_shutdown, tp,
+                               jitter_source=jitter_source)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -210,6 +319,7 @@ class Log:
             leader_epoch_cache=cache,
             had_clean_shutdown=had_clean_shutdown,
             report=report,
+            jitter_source=jitter_source,
         ).load()
         return cls(
             dir, config, medium, clock, segments,
@@ -219,14 +329,57 @@ class Log:
             leader_epoch_cache=cache,
             recovery_report=report,
             topic_partition=tp,
+            jitter_source=jitter_source,
         )
 
     @classmethod
     def _create(cls, dir: str, config: Any, medium: Any, clock: Any, log_start_offset: int,
-                recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int]) -> Log:
-        """A brand-new partition directory: what loading an empty one yields (one empty segment
-        at the log start offset with pre-allocated indexes, an empty epoch cache), without
-        listing or scanning anything."""
+                recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int],
+                jitter_source: Any = None) -> Log:
+        """A brand-new partition directory (``dir`` does not exist): what loading an empty one
+        yields (one empty segment at the log start offset with pre-allocated indexes, an empty
+        epoch cache), without listing or scanning anything.
+
+        The medium creates the directory and its four files in one call (the same names,
+        lengths and contents as creating them one by one). The objects wait for first use: the
+        segment (:class:`_NewLogSegments`), its indexes (``index_files_preallocated``) and the
+        recovery report.
+        """
+        from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
+        from replica_core.storage.leader_epoch import LeaderEpochCache
+
+        index_bytes = int(config.segment_index_bytes)
+        if index_bytes < 12:  # too small for an index entry: fail where the index is made
+            return cls._create_stepwise(dir, config, medium, clock, log_start_offset,
+                                        recovery_point, had_clean_shutdown, tp,
+                                        jitter_source=jitter_source)
+        medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
+        cache = LeaderEpochCache(LeaderEpochCheckpointFile(
+            medium, os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
+        segments = _NewLogSegments(medium, dir, log_start_offset, config, clock, jitter_source,
+                                   clock.milliseconds())
+        if config.segment_jitter_ms:
+            # the roll jitter is drawn when a segment is made: keep the draws in creation order
+            segments._materialize()
+        meta = LogOffsetMetadata(log_start_offset, log_start_offset, 0)
+        lg = cls(
+            dir, config, medium, clock, segments,
+            log_start_offset=log_start_offset,
+            recovery_point=recovery_point,
+            next_offset_metadata=meta,
+            leader_epoch_cache=cache,
+            topic_partition=tp,
+            jitter_source=jitter_source,
+        )
+        lg._creation = (dir, had_clean_shutdown, log_start_offset, recovery_point)
+        return lg
+
+    @classmethod
+    def _create_stepwise(cls, dir: str, config: Any, medium: Any, clock: Any,
+                         log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
+                         tp: tuple[str, int], jitter_source: Any = None) -> Log:
+        """:meth:`_create` one file at a time, every object built at once (the reference the
+        one-call path is tested against)."""
         from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
         from replica_core.storage.leader_epoch import LeaderEpochCache
 
@@ -234,7 +387,8 @@ class Log:
         cache = LeaderEpochCache(LeaderEpochCheckpointFile(
             medium, os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE)))
         segments = LogSegments()
-        segment = LogSegment.open(medium, dir, log_start_offset, config, clock)
+        segment = LogSegment.open(medium, dir, log_start_offset, config, clock,
+                                  jitter_source=jitter_source)
         segment.resize_indexes(int(config.segment_index_bytes))
         segments.add(segment)
         report = RecoveryReport(dir, had_clean_shutdown)
@@ -248,31 +402,44 @@ class Log:
             leader_epoch_cache=cache,
             recovery_report=report,
             topic_partition=tp,
+            jitter_source=jitter_source,
         )
 
     def update_config(self, config: Any) -> None:
         """Adopt a new :class:`LogConfig` (append-path values are cached here)."""
         self.config = config
-        self._segment_bytes = int(config.segment_bytes)
-        self._max_segment_ms = int(config.max_segment_ms)
-        self._max_message_bytes = int(config.max_message_bytes)
-        self._flush_messages = int(config.flush_messages)
-        self._flush_ms = int(config.flush_ms)
-        self._compacted = bool(config.compact)
-        self._timestamp_type = str(config.message_timestamp_type)
-        self._log_append_time = self._timestamp_type == "LogAppendTime"
-        self._timestamp_before_max_ms = int(config.timestamp_before_max_ms)
-        self._timestamp_after_max_ms = int(config.timestamp_after_max_ms)
-        self._compression = str(config.compression_type)
-        # the topic half of the fused leader-append call (records.analyze_validate_and_assign);
-        # None when the compression type is not a codec (the general path reports it)
-        target = _records().fast_target_codec(self._compression)
-        self._fast_topic: tuple[Any, ...] | None = None if target is None else (
-            self._log_append_time, self._timestamp_before_max_ms, self._timestamp_after_max_ms,
-            target, self._compacted, self._max_message_bytes,
-        )
+        hit = _CONFIG_VALUES.get(id(config))
+        if hit is not None and hit[0] is config:
+            values = hit[1]
+        else:
+            values = _config_values(config)
+            if type(config) is LogConfig:  # frozen: its values never change
+                if len(_CONFIG_VALUES) >= 256:
+                    _CONFIG_VALUES.clear()
+                _CONFIG_VALUES[id(config)] = (config, values)
+        (self._segment_bytes, self._max_segment_ms, self._max_message_bytes,
+         self._flush_messages, self._flush_ms, self._compacted, self._timestamp_type,
+         self._log_append_time, self._timestamp_before_max_ms, self._timestamp_after_max_ms,
+         self._compression, self._fast_topic) = values
 
     # --- properties ---------------------------------------------------------------------
+    @property
+    def recovery_report(self) -> RecoveryReport | None:
+        """What opening the directory found and changed (for a created log: nothing)."""
+        report = self._recovery_report
+        if report is None and self._creation is not None:
+            dir, clean, start, recovery_point = self._creation
+            report = RecoveryReport(dir, clean)
+            report.log_start_offset = report.log_end_offset = start
+            report.recovery_point = recovery_point
+            self._recovery_report = report
+        return report
+
+    @recovery_report.setter
+    def recovery_report(self, report: RecoveryReport | None) -> None:
+        self._recovery_report = report
+        self._creation = None
+
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
@@ -551,7 +718,8 @@ class Log:
                     self.medium.remove(path)
             if active is not None:
                 active.on_become_inactive()
-        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock)
+        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock,
+                                  jitter_source=self.jitter_source)
         self._segments.add(segment)
         self._update_log_end_offset(self._leo)
         if self._hw.message_offset >= self._leo:
@@ -819,7 +987,8 @@ class Log:
         doomed = list(self._segments)
         self._segments.clear()
         self._delete_segment_files(doomed)
-        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock)
+        segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock,
+                                  jitter_source=self.jitter_source)
         self._segments.add(segment)
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(new_offset)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from replica_core.errors import CorruptCheckpointError, KafkaError, KafkaStorageError
+from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import Log, parse_topic_partition
 
@@ -82,6 +83,12 @@ class LogManager:
     name to its LogConfig; others use ``config``. A checkpoint whose entries are those this
     manager last wrote (and made durable) is not written again — Kafka rewrites it on every
     interval; the file's bytes are the same either way.
+
+    ``rng`` (a ``numpy.random.Generator`` or ``random.Random``) is where segment roll jitter
+    (``segment.jitter.ms``) comes from: one seed is drawn from it here, and each log gets a
+    :class:`~replica_core.storage.config.SegmentJitter` of that seed and its name, so the
+    jitter does not depend on the order logs open in. Without it each segment's jitter is
+    seeded by its directory name and base offset (fixed, not random per process).
     """
 
     def __init__(
@@ -94,6 +101,7 @@ class LogManager:
         num_recovery_threads: int = 1,
         topic_configs: dict[str, Any] | None = None,
         broker_epoch: int = -1,
+        rng: Any = None,
     ) -> None:
         if medium is None:
             from replica_core.storage.medium import FileMedium
@@ -120,6 +128,7 @@ class LogManager:
         self.clock = clock
         self.num_recovery_threads = num_recovery_threads
         self.broker_epoch = broker_epoch
+        self._jitter_seed = None if rng is None else SegmentJitter.seed_from(rng)
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._dir_count: dict[str, int] = {}
@@ -132,6 +141,12 @@ class LogManager:
     # --- configuration ------------------------------------------------------------------
     def config_for(self, topic: str) -> Any:
         return self.topic_configs.get(topic, self.config)
+
+    def _jitter(self, topic: str, partition: int) -> SegmentJitter | None:
+        """The roll-jitter source of a log this manager opens (None: no ``rng`` injected)."""
+        if self._jitter_seed is None:
+            return None
+        return SegmentJitter(self._jitter_seed, f"{topic}-{int(partition)}")
 
     # --- startup (§5.1) -----------------------------------------------------------------
     def startup(self, progress: Progress | None = None) -> dict[str, LogDirLoad]:
@@ -221,6 +236,7 @@ class LogManager:
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
                 had_clean_shutdown=load.had_clean_shutdown,
+                jitter_source=self._jitter(*tp),
             )
             lg.update_high_watermark(high_watermarks.get(tp, 0))
             return lg
@@ -303,15 +319,16 @@ class LogManager:
         elif log_dir not in online:
             raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
         path = os.path.join(log_dir, f"{topic}-{partition}")
-        # a directory nobody loaded may hold anything: recover it fully
-        stale = self.medium.exists(path)
-        lg = Log.open(
-            path,
-            config if config is not None else self.config_for(topic),
-            medium=self.medium,
-            clock=self.clock,
-            had_clean_shutdown=not stale,
-        )
+        if config is None:
+            config = self.config_for(topic)
+        if self.medium.exists(path):
+            # a directory nobody loaded may hold anything: recover it fully
+            lg = Log.open(path, config, medium=self.medium, clock=self.clock,
+                          had_clean_shutdown=False, jitter_source=self._jitter(topic, partition))
+        else:
+            # what Log.open does for a directory that does not exist, the name already parsed
+            lg = Log._create(path, config, self.medium, self.clock, 0, 0, True,
+                             (topic, int(partition)), jitter_source=self._jitter(topic, partition))
         self._logs[(topic, partition)] = lg
         self._place((topic, partition), log_dir)
         return lg
@@ -337,11 +354,11 @@ class LogManager:
 
     def truncate_to(self, offsets: dict[TopicPartition, int]) -> None:
         """Truncate logs and checkpoint recovery points of the affected dirs (§4.1)."""
-        dirs = set()
+        dirs: dict[str, None] = {}  # in first-truncated order (a set's order is the hash seed's)
         for tp, offset in offsets.items():
             lg = self._logs.get(tp)
             if lg is not None and lg.truncate_to(offset):
-                dirs.add(self._log_dir_of[tp])
+                dirs[self._log_dir_of[tp]] = None
         for d in dirs:
             self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, _RECOVERY_POINT)
 

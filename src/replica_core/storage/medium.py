@@ -36,6 +36,7 @@ import os
 import posixpath
 import shutil
 import weakref
+from collections.abc import Iterable
 from typing import Literal
 
 __all__ = ["Medium", "MediumFile", "FileMedium", "MemoryMedium"]
@@ -143,6 +144,22 @@ class Medium:
             f.close()
         self.rename(tmp, path)
         self.fsync_dir(posixpath.dirname(path) or ".")
+
+    def create_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]) -> None:
+        """``makedirs(path)``, then for each ``(name, length)`` create file ``path/name`` and
+        extend it to ``length`` zero bytes (``open(create=True)``, ``truncate(length)`` when
+        ``length`` is not 0, close), in order; nothing is synced. A new partition directory
+        with its first segment's files (§1.4) in one call: :class:`MemoryMedium` makes a
+        directory that does not exist yet in one step, with no handles."""
+        self.makedirs(path)
+        base = os.fspath(path)
+        for name, length in files:
+            f = self.open(os.path.join(base, name), create=True)
+            try:
+                if length:
+                    f.truncate(length)
+            finally:
+                f.close()
 
     def read_bytes(self, path: PathLike) -> bytes:
         """The whole current contents of file ``path``."""
@@ -517,6 +534,10 @@ class MemoryMedium(Medium):
         self._dir_kids: dict[str, set[str]] = {}
         self._handles: weakref.WeakSet[_MemoryFile] = weakref.WeakSet()
         self.crashes: list[str] = []
+        # new directories whose files are not made yet (create_dir_with_files): dir ->
+        # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
+        # length, its name not durable); its inode is made when something looks inside.
+        self._pending: dict[str, tuple[tuple[str, int], ...]] = {}
 
     # -- index upkeep ----------------------------------------------------------------------
     @staticmethod
@@ -567,6 +588,45 @@ class MemoryMedium(Medium):
     def _has_children(self, d: str) -> bool:
         return bool(self._file_kids.get(d)) or bool(self._dir_kids.get(d))
 
+    # -- directories created with their files pending ------------------------------------------
+    def _materialize(self, d: str) -> None:
+        """Make the inodes of pending directory ``d``'s files: what the sequence of calls
+        behind :meth:`Medium.create_dir_with_files` leaves (a hole of the length, marked dirty
+        as ``truncate`` marks it, no durable content, the name not durable)."""
+        files = self._pending.pop(d)
+        table = self._files
+        prefix = d + "/"
+        kids = set()
+        for name, length in files:
+            p = prefix + name
+            inode = _Inode()
+            if length:
+                inode.size = inode.dirty_hi = length
+                inode.dirty_lo = 0
+            table[p] = inode
+            kids.add(p)
+        present = self._file_kids.get(d)
+        if present is None:
+            self._file_kids[d] = kids
+        else:
+            present.update(kids)
+
+    def _touch(self, p: str) -> None:
+        """Before anything is done with path ``p``: materialise the pending directory it is
+        in, or that it is."""
+        pending = self._pending
+        if pending:
+            d = _parent(p)
+            if d in pending:
+                self._materialize(d)
+            if p in pending:
+                self._materialize(p)
+
+    def _touch_tree(self, p: str) -> None:
+        """Materialise every pending directory at or below ``p`` (before a bulk change)."""
+        for d in [d for d in self._pending if d == p or _under(d, p)]:
+            self._materialize(d)
+
     # -- names ---------------------------------------------------------------------------
     def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
         # a string that is already a key is already normalised
@@ -574,6 +634,9 @@ class MemoryMedium(Medium):
         p = path if inode is not None else _norm(path)
         if inode is None:
             inode = self._files.get(p)  # type: ignore[arg-type]
+            if inode is None and self._pending:
+                self._touch(p)  # type: ignore[arg-type]
+                inode = self._files.get(p)  # type: ignore[arg-type]
         if inode is None:
             if p in self._dirs:
                 raise IsADirectoryError(p)
@@ -591,13 +654,21 @@ class MemoryMedium(Medium):
         if type(path) is str and (path in self._files or path in self._dirs):
             return True
         p = _norm(path)
-        return p in self._files or p in self._dirs
+        if p in self._files or p in self._dirs:
+            return True
+        if self._pending:
+            files = self._pending.get(_parent(p))
+            if files is not None:
+                name = p.rpartition("/")[2]
+                return any(n == name for n, _ in files)
+        return False
 
     def is_dir(self, path: PathLike) -> bool:
         return _norm(path) in self._dirs
 
     def listdir(self, path: PathLike) -> list[str]:
         d = _norm(path)
+        self._touch(d)
         if d not in self._dirs:
             if d in self._files:
                 raise NotADirectoryError(d)
@@ -610,6 +681,7 @@ class MemoryMedium(Medium):
         p = _norm(path)
         chain = []
         while p not in self._dirs:
+            self._touch(p)
             if p in self._files:
                 raise FileExistsError(f"{p} is a file")
             chain.append(p)
@@ -620,6 +692,7 @@ class MemoryMedium(Medium):
 
     def remove(self, path: PathLike) -> None:
         p = _norm(path)
+        self._touch(p)
         if p in self._files:
             self._pop_file(p)
         elif p in self._dirs and p not in (".", "/"):
@@ -637,6 +710,8 @@ class MemoryMedium(Medium):
         p = _norm(path)
         if p not in self._dirs:
             raise FileNotFoundError(p)
+        for d in [d for d in self._pending if d == p or _under(d, p)]:
+            del self._pending[d]  # its files go with it, never made
         for table in (self._files, self._durable):
             for q in [q for q in table if _under(q, p)]:
                 del table[q]
@@ -653,6 +728,11 @@ class MemoryMedium(Medium):
 
     def rename(self, src: PathLike, dst: PathLike) -> None:
         s, d = _norm(src), _norm(dst)
+        if self._pending:
+            self._touch(s)
+            self._touch(d)
+            if s in self._dirs:
+                self._touch_tree(s)
         if s in self._files:
             if d in self._dirs:
                 raise IsADirectoryError(d)
@@ -685,6 +765,7 @@ class MemoryMedium(Medium):
 
     def fsync_dir(self, path: PathLike) -> None:
         d = _norm(path)
+        self._touch(d)
         if d not in self._dirs:
             raise FileNotFoundError(d)
         for q in self._durable_kids.pop(d, ()):
@@ -696,11 +777,37 @@ class MemoryMedium(Medium):
                 self._durable[q] = files[q]
             self._durable_kids[d] = set(kids)
 
+    def create_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]) -> None:
+        """:meth:`Medium.create_dir_with_files`. A directory that does not exist yet costs its
+        directory entry: its files are pending, made the first time anything looks inside
+        (open, listdir, remove, rename, fsync_dir, write_atomic, makedirs below it, files()).
+        Until then ``exists`` answers from the list and ``durable_bytes`` is None (a created
+        name is not durable), a power failure drops them (the same reason), ``rmtree`` drops
+        them unmade. ``files`` is kept as given when it is a tuple (share one per shape)."""
+        d = _norm(path)
+        if type(files) is not tuple:
+            files = tuple(files)
+        names = set()
+        for name, length in files:
+            if not name or "/" in name or name == "." or name == ".." or length < 0:
+                break
+            names.add(name)
+        self._touch(d)
+        if (len(names) != len(files) or d in self._dirs or d in self._files
+                or _parent(d) not in self._dirs):
+            super().create_dir_with_files(path, files)  # the general sequence of calls
+            return
+        self._dirs.add(d)
+        self._index_add(self._dir_kids, d)
+        if files:
+            self._pending[d] = files
+
     def write_atomic(self, path: PathLike, data: bytes) -> None:
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
         (``path`` holds ``data``, flushed; the directory's names durable; no ``.tmp`` left)."""
         p = _norm(path)
         parent = _parent(p)
+        self._touch(p)
         if (p + ".tmp") in self._files or p in self._dirs or parent not in self._dirs:
             super().write_atomic(path, data)
             return
@@ -721,6 +828,7 @@ class MemoryMedium(Medium):
             h.close()
         self._handles = weakref.WeakSet()
         if kind == "power":
+            self._pending.clear()  # names never made durable: gone
             self._files = dict(self._durable)
             for inode in {id(i): i for i in self._files.values()}.values():
                 inode.revert()
@@ -738,4 +846,6 @@ class MemoryMedium(Medium):
 
     def files(self) -> list[str]:
         """Every current file path, sorted (for tests and reports)."""
+        for d in list(self._pending):
+            self._materialize(d)
         return sorted(self._files)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import random
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,7 +47,6 @@ STOP_END, STOP_PARTIAL, STOP_CORRUPT = 0, 1, 2
 LOG_OVERHEAD = 12
 _SCAN_WINDOW = 64 * 1024
 _SIZE_FIELD = struct.Struct(">i")
-_JITTER_RNG = random.Random()
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])  # .index entry (§1.5)
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])  # .timeindex entry (§1.6)
 
@@ -247,6 +245,7 @@ class LogSegment:
         clock: Any = None,
         suffix: str = "",
         file_already_exists: bool = False,
+        index_files_preallocated: bool = False,
     ) -> None:
         from replica_core.clock import SystemClock
 
@@ -275,6 +274,9 @@ class LogSegment:
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None if self._size else self.base_offset
         self.closed = False
+        # the caller created this new segment's files, the indexes pre-allocated and empty:
+        # their objects are built on first use (append, read, flush, close), knowing that
+        self._indexes_preallocated = index_files_preallocated
         if not file_already_exists:
             # a new segment gets its (pre-allocated) index files at once; existing ones load lazily
             _ = self.offset_index, self.time_index
@@ -290,12 +292,23 @@ class LogSegment:
         *,
         file_already_exists: bool = False,
         suffix: str = "",
+        index_files_preallocated: bool = False,
+        jitter_source: Any = None,
     ) -> LogSegment:
         """Open or create the segment at ``base_offset`` with ``config``'s segment settings
-        (a :class:`LogConfig`; ``None`` means Kafka's defaults)."""
+        (a :class:`LogConfig`; ``None`` means Kafka's defaults).
+
+        Its roll jitter (``segment.jitter.ms``) is ``jitter_source(config)`` — the owning log's
+        :class:`~replica_core.storage.config.SegmentJitter` — or, without one, a draw seeded by
+        the directory's name and ``base_offset`` (never an unseeded generator)."""
         roll_jitter = 0
         if config is not None and config.segment_jitter_ms:
-            roll_jitter = config.random_segment_jitter(_JITTER_RNG)
+            if jitter_source is None:
+                from replica_core.storage.config import DEFAULT_JITTER_SEED, SegmentJitter
+
+                jitter_source = SegmentJitter(
+                    DEFAULT_JITTER_SEED, f"{os.path.basename(os.path.normpath(dir))}@{base_offset}")
+            roll_jitter = int(jitter_source(config))
         return cls(
             medium,
             dir,
@@ -306,6 +319,7 @@ class LogSegment:
             clock=clock,
             suffix=suffix,
             file_already_exists=file_already_exists,
+            index_files_preallocated=index_files_preallocated,
         )
 
     # --- files --------------------------------------------------------------------------------
@@ -336,7 +350,8 @@ class LogSegment:
             from replica_core.storage.index import OffsetIndex
 
             self._offset_index = OffsetIndex(
-                self.medium, self.offset_index_path, self.base_offset, self.max_index_size
+                self.medium, self.offset_index_path, self.base_offset, self.max_index_size,
+                preallocated=self._indexes_preallocated,
             )
         return self._offset_index
 
@@ -346,7 +361,8 @@ class LogSegment:
             from replica_core.storage.index import TimeIndex
 
             self._time_index = TimeIndex(
-                self.medium, self.time_index_path, self.base_offset, self.max_index_size
+                self.medium, self.time_index_path, self.base_offset, self.max_index_size,
+                preallocated=self._indexes_preallocated,
             )
         return self._time_index
 
@@ -730,6 +746,7 @@ class LogSegment:
             if index is not None:
                 index.close_handler()
                 setattr(self, attr, None)
+            self._indexes_preallocated = False  # the files hold these entries now
             f = self.medium.open(path, create=True)
             try:
                 f.truncate(len(data))
@@ -808,6 +825,8 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the log and both indexes."""
         self._log.flush()
+        if self._indexes_preallocated:
+            _ = self.offset_index, self.time_index  # their files exist: fsync them too
         if self._offset_index is not None:
             self._offset_index.flush()
         if self._time_index is not None:
@@ -817,6 +836,8 @@ class LogSegment:
         """Final time-index entry, trim indexes (done by their ``close``), close the file."""
         if self.closed:
             return
+        if self._indexes_preallocated:
+            _ = self.offset_index, self.time_index  # their files exist: trim them too
         if self._max_ts is not None:
             try:
                 self.time_index.maybe_append(
