@@ -7,15 +7,18 @@ runs it: wall seconds, speed against real time (target ≥ 10×, issue 6), event
 where the time goes — cluster setup (9,000 logs created by LeaderAndIsr), the simulated run,
 and the restarted broker's log recovery inside it.
 
-Part 2 — scaling: the same scenario at 1,000, 3,000 and 10,000 partitions (same per-partition
-produce rate, so traffic grows with partitions too), each split into setup and run.
+Part 2 — scaling: the same scenario at 1,000, 3,000, 10,000 and 30,000 partitions (same
+per-partition produce rate, so traffic grows with partitions too), each split into setup and run,
+with the setup per log created (µs) and each row's growth against the previous one (× wall for
+× partitions: 1.0 is linear).
 
 Peers in the same run: the same cluster with no producer (setup plus the idle cost of fetch
 sessions, heartbeats and scheduled ticks), and the bare event loop running the same number of
 no-op events (the floor any discrete-event simulator in Python pays per event).
 
-Run: ``python benchmarks/bench_sim.py`` (``--quick``: 20 simulated seconds and 1k/3k only;
-``--json out.json`` to keep the figures). ``pytest benchmarks/bench_sim.py`` runs Part 1's default
+Run: ``python benchmarks/bench_sim.py`` (``--quick``: 20 simulated seconds, 1k/3k/10k, no 30k;
+``--sizes 1000,30000`` to choose the rows; ``--json out.json`` to keep the figures).
+Two commits side by side, interleaved: ``benchmarks/ab_sim.py``. ``pytest benchmarks/bench_sim.py`` runs Part 1's default
 scenario and the bare-loop peer under pytest-benchmark and prints the speed against real time.
 """
 from __future__ import annotations
@@ -66,6 +69,38 @@ def _restart_seconds(scenario: sc.Scenario) -> float:
         restore()
 
 
+def create_log_us(logs: int = 20_000, rounds: int = 3) -> float:
+    """µs per ``LogManager.create_log`` of a new, empty log on the in-memory medium with the
+    simulator's log config (what LeaderAndIsr does for every replica at setup): the median of
+    ``rounds`` fresh managers, each creating ``logs`` logs, with the run's collector thresholds."""
+    from replica_core.clock import ManualClock
+    from replica_core.sim.cluster import SIM_LOG_DEFAULTS
+    from replica_core.storage.config import LogConfig
+    from replica_core.storage.log_manager import LogManager
+    from replica_core.storage.medium import MemoryMedium
+
+    cfg = LogConfig.from_properties(SIM_LOG_DEFAULTS)
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 100)
+    times = []
+    try:
+        for _ in range(rounds):
+            medium = MemoryMedium()
+            medium.makedirs("/data/broker-1")
+            lm = LogManager(["/data/broker-1"], cfg, medium=medium, clock=ManualClock(0),
+                            topic_configs={"t": cfg})
+            lm.startup()
+            t0 = time.perf_counter()
+            for p in range(logs):
+                lm.create_log("t", p, log_dir="/data/broker-1")
+            times.append((time.perf_counter() - t0) / logs * 1e6)
+            del lm, medium
+            gc.collect()
+    finally:
+        gc.set_threshold(*thresholds)
+    return sorted(times)[len(times) // 2]
+
+
 def _loaded_loop(events: int) -> EventLoop:
     """A bare EventLoop holding ``events`` no-op callbacks, 100 per simulated millisecond."""
     loop = EventLoop(1)
@@ -90,6 +125,13 @@ def _loop_floor(events: int) -> float:
     return time.perf_counter() - t0
 
 
+def _replication_factor(scenario: sc.Scenario) -> int:
+    """Replicas per partition, weighted over the topics (logs created = partitions × this)."""
+    total = sum(t.partitions for t in scenario.topics)
+    return round(sum(t.partitions * t.replication_factor for t in scenario.topics) / total) \
+        if total else 0
+
+
 def measure(overrides: dict[str, Any]) -> dict[str, Any]:
     scenario = sc.load(sc.default_scenario_path(), overrides)
     summary, _, info = run_scenario(scenario)
@@ -97,6 +139,7 @@ def measure(overrides: dict[str, Any]) -> dict[str, Any]:
     wall = info["wall_seconds"]
     return {
         "partitions": scenario.total_partitions,
+        "logs": scenario.total_partitions * _replication_factor(scenario),
         "sim_seconds": scenario.duration_s,
         "wall_seconds": wall,
         "setup_seconds": round(setup, 3),
@@ -114,9 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--sizes", help="comma-separated partition counts of the scaling rows "
+                        "(default 1000,3000,10000,30000; --quick: without 30000)")
     args = parser.parse_args(argv)
     duration = 20 if args.quick else 60
-    sizes = [1000, 3000] if args.quick else [1000, 3000, 10000]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+    else:
+        sizes = [1000, 3000, 10000] if args.quick else [1000, 3000, 10000, 30000]
     out: dict[str, Any] = {}
 
     print(f"default scenario, {duration} simulated seconds", flush=True)
@@ -126,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     out["peer_idle"] = idle
     restart = _restart_seconds(sc.load(sc.default_scenario_path()))
     floor = _loop_floor(head["events"])
+    per_log = create_log_us()
+    out["create_log_us"] = round(per_log, 2)
     out["restart_seconds"] = round(restart, 3)
     out["peer_loop_floor_seconds"] = round(floor, 3)
     print(f"  wall {head['wall_seconds']:.2f} s = {head['speed_vs_real_time']:.2f}x real time "
@@ -133,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  setup (6 brokers, {head['partitions']:,} partitions x RF 3 logs) "
           f"{head['setup_seconds']:.2f} s; simulated run {head['run_seconds']:.2f} s, of which "
           f"one broker restart (log recovery of its 1,500 logs) ~{restart:.2f} s")
+    print(f"  log creation: {per_log:.1f} us per LogManager.create_log (new empty log, "
+          f"in-memory medium, the simulator's log config)")
     print(f"  traffic: {head['produced_batches']:,} batches, {head['acked_records']:,} acked "
           f"records, {head['lost_acked_records']} lost")
     print(f"  peer, no producer: wall {idle['wall_seconds']:.2f} s (setup "
@@ -142,17 +194,26 @@ def main(argv: list[str] | None = None) -> int:
           f"({head['events'] / floor:,.0f} events/s)")
 
     print(f"\nscaling with partitions ({duration} simulated seconds, same per-partition rate)")
-    print(f"  {'partitions':>10} {'wall s':>8} {'setup s':>8} {'run s':>8} {'x real':>7} "
-          f"{'events':>9} {'events/s':>9} {'wall vs 1k':>10}")
+    print(f"  {'partitions':>10} {'wall s':>8} {'setup s':>8} {'us/log':>7} {'run s':>8} "
+          f"{'x real':>7} {'events':>9} {'events/s':>9} {'wall vs 1st':>11} {'growth':>7}")
     rows = []
     for n in sizes:
         r = head if n == head["partitions"] else measure({"duration_s": duration,
                                                          "topics.0.partitions": n})
+        r["setup_us_per_log"] = round(r["setup_seconds"] / r["logs"] * 1e6, 1) \
+            if r["logs"] else None
+        prev = rows[-1] if rows else None
+        # growth: how much more wall per partition than the previous row (1.0 = linear)
+        r["growth_vs_previous"] = None if prev is None else round(
+            (r["wall_seconds"] / prev["wall_seconds"]) / (n / prev["partitions"]), 2)
         rows.append(r)
         base = rows[0]["wall_seconds"]
+        growth = "" if r["growth_vs_previous"] is None else f"{r['growth_vs_previous']:.2f}"
         print(f"  {n:>10,} {r['wall_seconds']:>8.2f} {r['setup_seconds']:>8.2f} "
-              f"{r['run_seconds']:>8.2f} {r['speed_vs_real_time']:>7.2f} {r['events']:>9,} "
-              f"{r['events_per_second']:>9,.0f} {r['wall_seconds'] / base:>9.2f}x", flush=True)
+              f"{r['setup_us_per_log'] or 0:>7.1f} {r['run_seconds']:>8.2f} "
+              f"{r['speed_vs_real_time']:>7.2f} {r['events']:>9,} "
+              f"{r['events_per_second']:>9,.0f} {r['wall_seconds'] / base:>10.2f}x "
+              f"{growth:>7}", flush=True)
     out["scaling"] = rows
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

@@ -31,7 +31,9 @@ from replica_core.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
 from replica_core.storage.config import LogConfig
+from replica_core.storage.leader_epoch import LeaderEpochCache
 from replica_core.storage.loader import LogLoader, RecoveryReport
 from replica_core.storage.segment import (
     COL_BASE_OFFSET,
@@ -149,6 +151,11 @@ def _config_values(config: Any) -> tuple[Any, ...]:
 _CONFIG_VALUES: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 
 
+def _join(dir: str, name: str) -> str:
+    """``os.path.join(dir, name)`` for a plain file name (no separator in ``name``)."""
+    return dir + name if not dir or dir[-1] == "/" else dir + "/" + name
+
+
 # (log start offset, segment.index.bytes) -> the files of a new partition directory
 _NEW_DIR_FILES: dict[tuple[int, int], tuple[tuple[str, int], ...]] = {}
 
@@ -184,17 +191,23 @@ class _NewLogSegments(LogSegments):
 
     def __init__(self, medium: Any, dir: str, base_offset: int, config: Any, clock: Any,
                  jitter_source: Any, created_ms: int) -> None:
-        super().__init__()
+        # no containers yet: LogSegments.__init__ runs when the segment is made
         self._pending = (medium, dir, base_offset, config, clock, jitter_source, created_ms)
 
+    @property
+    def base_offset(self) -> int:
+        """The base offset of the segment to be made (``floor`` of any offset from it on)."""
+        return self._pending[2]
+
     def _materialize(self) -> None:
+        # if opening fails the segments stay pending: the next call tries again
         medium, dir, base_offset, config, clock, jitter_source, created_ms = self._pending
         segment = LogSegment.open(medium, dir, base_offset, config, clock,
                                   file_already_exists=True, index_files_preallocated=True,
                                   jitter_source=jitter_source)
         segment.created = created_ms
-        # (on failure the segments stay pending: the next call tries again)
         del self._pending
+        LogSegments.__init__(self)
         self.__class__ = LogSegments  # type: ignore[assignment]
         self.add(segment)
 
@@ -345,9 +358,6 @@ class Log:
         segment (:class:`_NewLogSegments`), its indexes (``index_files_preallocated``) and the
         recovery report.
         """
-        from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
-        from replica_core.storage.leader_epoch import LeaderEpochCache
-
         index_bytes = int(config.segment_index_bytes)
         if index_bytes < 12:  # too small for an index entry: fail where the index is made
             return cls._create_stepwise(dir, config, medium, clock, log_start_offset,
@@ -355,7 +365,7 @@ class Log:
                                         jitter_source=jitter_source)
         medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
         cache = LeaderEpochCache(LeaderEpochCheckpointFile(
-            medium, os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
+            medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
         segments = _NewLogSegments(medium, dir, log_start_offset, config, clock, jitter_source,
                                    clock.milliseconds())
         if config.segment_jitter_ms:
@@ -876,7 +886,12 @@ class Log:
         min_one_message: bool,
     ) -> FetchDataInfo:
         end_offset = self._leo
-        segment = self._segments.floor(start_offset)
+        segments = self._segments
+        if (start_offset == max_meta.message_offset and type(segments) is _NewLogSegments
+                and segments.base_offset <= start_offset <= end_offset):
+            # the one segment is not made yet: what the checks below give for it, unmade
+            return FetchDataInfo(max_meta, b"")
+        segment = segments.floor(start_offset)
         if start_offset > end_offset or segment is None:
             raise OffsetOutOfRangeError(
                 f"received request for offset {start_offset} for partition "

@@ -307,17 +307,19 @@ class LogManager:
         self, topic: str, partition: int, *, log_dir: str | None = None, config: Any = None
     ) -> Log:
         """The existing log, or a new empty one in ``log_dir`` (default: the dir with fewest logs)."""
-        existing = self._logs.get((topic, partition))
+        tp = (topic, partition)
+        existing = self._logs.get(tp)
         if existing is not None:
             return existing
-        online = [d for d in self.log_dirs if d not in self.offline_dirs]
-        if not online:
-            raise KafkaStorageError("no online log directory")
-        if log_dir is None:
-            counts = self._dir_count
-            log_dir = min(online, key=lambda d: (counts.get(d, 0), online.index(d)))
-        elif log_dir not in online:
-            raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
+        if log_dir is None or self.offline_dirs or log_dir not in self.log_dirs:
+            online = [d for d in self.log_dirs if d not in self.offline_dirs]
+            if not online:
+                raise KafkaStorageError("no online log directory")
+            if log_dir is None:
+                counts = self._dir_count
+                log_dir = min(online, key=lambda d: (counts.get(d, 0), online.index(d)))
+            elif log_dir not in online:
+                raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
         path = os.path.join(log_dir, f"{topic}-{partition}")
         if config is None:
             config = self.config_for(topic)
@@ -329,8 +331,8 @@ class LogManager:
             # what Log.open does for a directory that does not exist, the name already parsed
             lg = Log._create(path, config, self.medium, self.clock, 0, 0, True,
                              (topic, int(partition)), jitter_source=self._jitter(topic, partition))
-        self._logs[(topic, partition)] = lg
-        self._place((topic, partition), log_dir)
+        self._logs[tp] = lg
+        self._place(tp, log_dir)
         return lg
 
     def _place(self, tp: TopicPartition, log_dir: str) -> None:

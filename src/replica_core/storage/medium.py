@@ -538,6 +538,7 @@ class MemoryMedium(Medium):
         # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
         # length, its name not durable); its inode is made when something looks inside.
         self._pending: dict[str, tuple[tuple[str, int], ...]] = {}
+        self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
 
     # -- index upkeep ----------------------------------------------------------------------
     @staticmethod
@@ -764,7 +765,10 @@ class MemoryMedium(Medium):
             raise FileNotFoundError(s)
 
     def fsync_dir(self, path: PathLike) -> None:
-        d = _norm(path)
+        self._sync_names(_norm(path))
+
+    def _sync_names(self, d: str) -> None:
+        """:meth:`fsync_dir` of normalised path ``d``."""
         self._touch(d)
         if d not in self._dirs:
             raise FileNotFoundError(d)
@@ -785,22 +789,38 @@ class MemoryMedium(Medium):
         name is not durable), a power failure drops them (the same reason), ``rmtree`` drops
         them unmade. ``files`` is kept as given when it is a tuple (share one per shape)."""
         d = _norm(path)
-        if type(files) is not tuple:
-            files = tuple(files)
-        names = set()
-        for name, length in files:
-            if not name or "/" in name or name == "." or name == ".." or length < 0:
-                break
-            names.add(name)
-        self._touch(d)
-        if (len(names) != len(files) or d in self._dirs or d in self._files
-                or _parent(d) not in self._dirs):
+        try:
+            valid = self._valid_file_lists.get(files)  # type: ignore[call-overload]
+        except TypeError:  # not hashable as given
+            valid = None
+        if valid is None:
+            files = tuple((name, length) for name, length in files)
+            valid = self._valid_file_lists.get(files)
+        if valid is None:
+            names = set()
+            for name, length in files:
+                if not name or "/" in name or name == "." or name == ".." or length < 0:
+                    break
+                names.add(name)
+            valid = len(names) == len(files)
+            if len(self._valid_file_lists) >= 64:
+                self._valid_file_lists.clear()
+            self._valid_file_lists[files] = valid
+        parent = _parent(d)
+        pending = self._pending
+        if pending and (parent in pending or d in pending):
+            self._touch(d)
+        if not valid or d in self._dirs or d in self._files or parent not in self._dirs:
             super().create_dir_with_files(path, files)  # the general sequence of calls
             return
         self._dirs.add(d)
-        self._index_add(self._dir_kids, d)
+        kids = self._dir_kids.get(parent)
+        if kids is None:
+            self._dir_kids[parent] = {d}
+        else:
+            kids.add(d)
         if files:
-            self._pending[d] = files
+            pending[d] = files
 
     def write_atomic(self, path: PathLike, data: bytes) -> None:
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
@@ -817,7 +837,7 @@ class MemoryMedium(Medium):
         inode.durable = bytearray(inode.buf)
         inode.durable_size = inode.size
         self._set_file(p, inode)
-        self.fsync_dir(parent)
+        self._sync_names(parent)
 
     # -- faults and inspection -------------------------------------------------------------
     def crash(self, kind: Literal["process", "power"] = "process") -> None:

@@ -277,6 +277,9 @@ class LogSegment:
         # the caller created this new segment's files, the indexes pre-allocated and empty:
         # their objects are built on first use (append, read, flush, close), knowing that
         self._indexes_preallocated = index_files_preallocated
+        if index_files_preallocated:
+            # what the (empty) time index would say: no timestamp yet, at the base offset
+            self._max_ts = TimestampOffset(NO_TIMESTAMP, self.base_offset)
         if not file_already_exists:
             # a new segment gets its (pre-allocated) index files at once; existing ones load lazily
             _ = self.offset_index, self.time_index
@@ -463,6 +466,12 @@ class LogSegment:
                 return True
         index = self._offset_index
         if index is None:
+            if self._indexes_preallocated and self._time_index is None:
+                # neither index built yet, both empty: full only when the time index has one
+                # slot at most (it keeps its last for the roll entry; the offset index then has
+                # two at most, but is not full)
+                return (self.max_index_size < 24
+                        or not 0 <= max_offset - self.base_offset <= INT32_MAX)
             index = self.offset_index
         if index.is_full():
             return True

@@ -1,0 +1,329 @@
+"""A new, empty log costs its directory entry: what it defers must not show.
+
+``Log.open`` of a partition directory that does not exist (what ``LogManager.create_log`` does
+for every replica the simulator places) makes the directory and its four files in one medium
+call — on ``MemoryMedium`` the files stay pending until something looks inside — and builds the
+segment, its index objects and the recovery report on first use. ``Log._create_stepwise`` is
+the reference: every file made one call at a time, every object built at once. Here both run
+side by side through the same operations, crashes and reloads, and the media must hold the same
+names, lengths, bytes and durable bytes (what a power failure would leave) at every step.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from replica_core.clock import ManualClock
+from replica_core.records import build_batch
+from replica_core.storage.config import LogConfig
+from replica_core.storage.log import Log, _NewLogSegments
+from replica_core.storage.log_manager import LogManager
+from replica_core.storage.medium import FileMedium, Medium, MemoryMedium
+from replica_core.storage.segment import LogSegments
+
+T0 = 1_700_000_000_000
+CFG = LogConfig.from_properties({"segment.index.bytes": 4096})
+SMALL = LogConfig.from_properties({"segment.index.bytes": 4096, "segment.bytes": 300})
+# one time-index slot: every append rolls (and below 12 bytes the log is made step by step)
+TINY_INDEX = LogConfig.from_properties({"segment.index.bytes": 20})
+CONFIGS = {"roll": SMALL, "roll_tiny_index": TINY_INDEX, "tiny_index_below_an_entry":
+           LogConfig.from_properties({"segment.index.bytes": 10})}
+
+
+def _batch(n: int = 3, epoch_ts: int = T0) -> bytes:
+    return build_batch([b"v%d" % i for i in range(n)], timestamps=[epoch_ts + i for i in range(n)])
+
+
+def _new_log(way: str, medium, root: str, cfg=CFG, clock=None, start: int = 0) -> Log:
+    path = os.path.join(root, "t-0")
+    clock = clock or ManualClock(T0)
+    if way == "fast":
+        lg = Log.open(path, cfg, medium=medium, clock=clock, log_start_offset=start,
+                      recovery_point=start, had_clean_shutdown=True)
+        # the deferral is in force (not below one index entry: made step by step there)
+        assert isinstance(lg.segments, _NewLogSegments) == (cfg.segment_index_bytes >= 12)
+        return lg
+    return Log._create_stepwise(path, cfg, medium, clock, start, start, True, ("t", 0))
+
+
+def _state(medium, root: str | None = None) -> dict:
+    """Every file: (current bytes, durable bytes) — sizes and contents both (on disk: every
+    file under ``root``, its bytes)."""
+    if root is None:
+        return {f: (medium.read_bytes(f), medium.durable_bytes(f)) for f in medium.files()}
+    out = {}
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root)] = (medium.read_bytes(p), None)
+    return out
+
+
+def _log_state(lg: Log) -> tuple:
+    return (lg.log_start_offset, lg.log_end_offset, lg.high_watermark, lg.recovery_point,
+            lg.leader_epoch_cache.entries(), [s.base_offset for s in lg.segments],
+            [s.size for s in lg.segments])
+
+
+# what happens to the log after it is created (each step applied to both logs)
+STEPS = {
+    "nothing": [],
+    "append": [("append",)],
+    "append_flush": [("append",), ("flush",)],
+    "epoch": [("epoch", 3)],
+    "epoch_append_flush": [("epoch", 3), ("append",), ("flush",)],
+    "read_at_leo": [("read", 0)],
+    "read_after_append": [("append",), ("read", 0)],
+    "flush_empty": [("flush",)],
+    "close": [("close",)],
+    "truncate_fully": [("append",), ("truncate_fully", 10)],
+    "truncate_to": [("append",), ("append",), ("truncate_to", 2)],
+    "clock_then_append": [("advance", 5000), ("append",), ("flush",)],
+    "roll": [("append",)] * 6 + [("flush",)],
+    "roll_tiny_index": [("append",)] * 3 + [("flush",)],
+    "tiny_index_below_an_entry": [("flush",)],
+    "offset_for_timestamp": [("append",), ("ts", T0 + 1)],
+    "max_timestamp": [("ts", -3)],
+}
+
+
+def _apply(lg: Log, step: tuple, clock: ManualClock) -> object:
+    kind = step[0]
+    if kind == "append":
+        return lg.append_as_leader(_batch(), leader_epoch=max(lg.latest_epoch, 0)).last_offset
+    if kind == "flush":
+        return lg.flush()
+    if kind == "epoch":
+        return lg.maybe_assign_epoch_start_offset(step[1], lg.log_end_offset)
+    if kind == "read":
+        r = lg.read(step[1], 10_000)
+        return bytes(r.records), tuple(r.fetch_offset_metadata)
+    if kind == "close":
+        return lg.close()
+    if kind == "truncate_fully":
+        return lg.truncate_fully_and_start_at(step[1])
+    if kind == "truncate_to":
+        return lg.truncate_to(step[1])
+    if kind == "advance":
+        return clock.advance(step[1])
+    if kind == "ts":
+        return lg.offset_for_timestamp(step[1])
+    raise AssertionError(kind)
+
+
+def _run(way: str, steps: list[tuple], crash: str | None, cfg) -> tuple:
+    medium = MemoryMedium()
+    medium.makedirs("/data")
+    clock = ManualClock(T0)
+    try:
+        lg = _new_log(way, medium, "/data", cfg, clock)
+    except ValueError as e:  # an index too small for one entry: both ways refuse it
+        return ("error", str(e), _state(medium))
+    trace = [_state(medium)]
+    for step in steps:
+        trace.append(repr(_apply(lg, step, clock)))
+        trace.append(_state(medium))
+    if not lg.closed:
+        trace.append(_log_state(lg))
+    if crash is not None:
+        medium.crash(crash)
+        trace.append(_state(medium))
+    # reload what is there (recovering everything), then keep using it
+    reloaded = Log.open("/data/t-0", cfg, medium=medium, clock=clock, had_clean_shutdown=False)
+    trace.append(_log_state(reloaded))
+    trace.append(_state(medium))
+    reloaded.append_as_leader(_batch(2), leader_epoch=max(reloaded.latest_epoch, 0))
+    reloaded.flush()
+    trace.append(_log_state(reloaded))
+    trace.append(_state(medium))
+    medium.crash("power")
+    trace.append(_state(medium))
+    return tuple(trace)
+
+
+@pytest.mark.parametrize("crash", [None, "process", "power"])
+@pytest.mark.parametrize("steps", sorted(STEPS))
+def test_new_log_leaves_what_creating_every_file_at_once_leaves(steps, crash):
+    cfg = CONFIGS.get(steps, CFG)
+    fast = _run("fast", STEPS[steps], crash, cfg)
+    reference = _run("stepwise", STEPS[steps], crash, cfg)
+    assert fast == reference
+    assert (fast[0] == "error") == (steps == "tiny_index_below_an_entry")
+
+
+def test_new_log_files_on_disk_match(tmp_path):
+    """FileMedium takes the general path of the one call: the same files, lengths, bytes."""
+    trees = []
+    for way in ("fast", "stepwise"):
+        medium, root = FileMedium(), str(tmp_path / way)
+        os.makedirs(root)
+        lg = _new_log(way, medium, root)
+        snaps = [_state(medium, root)]
+        lg.append_as_leader(_batch(), leader_epoch=0)
+        lg.flush()
+        snaps.append(_state(medium, root))
+        lg.close()
+        snaps.append(_state(medium, root))
+        trees.append(snaps)
+    assert trees[0] == trees[1]
+    assert sorted(trees[0][0]) == ["t-0/00000000000000000000.index",
+                                   "t-0/00000000000000000000.log",
+                                   "t-0/00000000000000000000.timeindex",
+                                   "t-0/leader-epoch-checkpoint"]
+    assert [len(trees[0][0][k][0]) for k in sorted(trees[0][0])] == [4096, 0, 4092, 0]
+
+
+def test_deferred_parts_are_built_as_they_would_have_been():
+    """The segment keeps the creation time (time-based rolling counts from it), the recovery
+    report says what creating reported, the segments object becomes a plain one."""
+    medium = MemoryMedium()
+    medium.makedirs("/data")
+    clock = ManualClock(T0)
+    lg = Log.open("/data/t-0", CFG, medium=medium, clock=clock, log_start_offset=7,
+                  recovery_point=9, had_clean_shutdown=True)
+    assert "/data/t-0" in medium._pending and medium.exists("/data/t-0/leader-epoch-checkpoint")
+    clock.advance(60_000)
+    report = lg.recovery_report
+    assert (report.had_clean_shutdown, report.log_start_offset, report.log_end_offset,
+            report.recovery_point, report.data_lost) == (True, 7, 7, 7, False)
+    assert type(lg.segments) is _NewLogSegments
+    seg = lg.active_segment
+    assert type(lg.segments) is LogSegments and seg.base_offset == 7 and seg.created == T0
+    assert seg._offset_index is None and seg._time_index is None  # still deferred
+    lg.append_as_leader(_batch(), leader_epoch=0)  # below index.interval.bytes: no entry
+    assert seg._offset_index is None and seg._time_index is None  # so still deferred
+    assert medium.exists(seg.offset_index_path) and "/data/t-0" not in medium._pending
+    assert seg.offset_index.entries == 0 and seg.time_index.entries == 0
+    assert seg.offset_index.max_entries == 512 and seg.time_index.max_entries == 341
+
+
+def test_log_manager_creates_new_logs_the_short_way():
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    lm = LogManager(["/d"], CFG, medium=medium, clock=ManualClock(T0))
+    lm.startup()
+    lg = lm.create_log("t", 3)
+    assert (lg.topic, lg.partition, lg.dir) == ("t", 3, "/d/t-3")
+    assert isinstance(lg.segments, _NewLogSegments) and "/d/t-3" in medium._pending
+    assert lm.create_log("t", 3) is lg
+    lm.shutdown()  # flush and close: every file made, indexes trimmed
+    assert medium.files() == ["/d/.kafka_cleanshutdown", "/d/log-start-offset-checkpoint",
+                              "/d/recovery-point-offset-checkpoint",
+                              "/d/replication-offset-checkpoint",
+                              "/d/t-3/00000000000000000000.index",
+                              "/d/t-3/00000000000000000000.log",
+                              "/d/t-3/00000000000000000000.timeindex",
+                              "/d/t-3/leader-epoch-checkpoint"]
+    assert [len(medium.read_bytes(f"/d/t-3/00000000000000000000{s}"))
+            for s in (".index", ".timeindex")] == [0, 0]
+
+
+# --- MemoryMedium: a pending directory against the same files made one call at a time -------------
+FILES = (("a", 0), ("b", 0), ("c", 16), ("d", 24))
+NAMES = ["a", "b", "c", "d", "e"]
+_ops = st.lists(st.one_of(
+    st.tuples(st.just("newdir"), st.integers(0, 2)),
+    st.tuples(st.just("newsub"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("append"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("read"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("remove"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("rename"), st.integers(0, 2), st.sampled_from(NAMES), st.integers(0, 2),
+              st.sampled_from(NAMES)),
+    st.tuples(st.just("rmdir"), st.integers(0, 2)),
+    st.tuples(st.just("mvdir"), st.integers(0, 2), st.integers(0, 2)),
+    st.tuples(st.just("rmtree"), st.integers(0, 2)),
+    st.tuples(st.just("mkdir_below"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("fsync_dir"), st.integers(-1, 2)),
+    st.tuples(st.just("write_atomic"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("flush"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("listdir"), st.integers(-1, 2)),
+    st.tuples(st.just("crash"), st.sampled_from(["process", "power"])),
+), max_size=30)
+
+
+def _op(m: MemoryMedium, op: tuple, general: bool) -> object:
+    d = lambda i: "/r" if i < 0 else f"/r/d{i}"  # noqa: E731
+    kind = op[0]
+    if kind == "newdir":
+        if general:
+            return Medium.create_dir_with_files(m, d(op[1]), FILES)
+        return m.create_dir_with_files(d(op[1]), FILES)
+    if kind == "newsub":
+        sub = f"{d(op[1])}/{op[2]}"
+        if general:
+            return Medium.create_dir_with_files(m, sub, FILES)
+        return m.create_dir_with_files(sub, FILES)
+    if kind == "append":
+        with m.open(f"{d(op[1])}/{op[2]}", create=True) as f:
+            return f.append(b"x" * 5)
+    if kind == "read":
+        return m.read_bytes(f"{d(op[1])}/{op[2]}")
+    if kind == "remove":
+        return m.remove(f"{d(op[1])}/{op[2]}")
+    if kind == "rename":
+        return m.rename(f"{d(op[1])}/{op[2]}", f"{d(op[3])}/{op[4]}")
+    if kind == "rmdir":
+        return m.remove(d(op[1]))
+    if kind == "mvdir":
+        return m.rename(d(op[1]), d(op[2]))
+    if kind == "rmtree":
+        return m.rmtree(d(op[1]))
+    if kind == "mkdir_below":
+        return m.makedirs(f"{d(op[1])}/{op[2]}/sub")
+    if kind == "fsync_dir":
+        return m.fsync_dir(d(op[1]))
+    if kind == "write_atomic":
+        return m.write_atomic(f"{d(op[1])}/{op[2]}", b"atomic")
+    if kind == "flush":
+        with m.open(f"{d(op[1])}/{op[2]}") as f:
+            return f.flush()
+    if kind == "listdir":
+        return m.listdir(d(op[1]))
+    return m.crash(op[1])
+
+
+def _looks(m: MemoryMedium) -> list:
+    """What can be seen without making anything: existence, kind, durable bytes."""
+    paths = ["/r", *(f"/r/d{i}" for i in range(3))]
+    paths += [f"/r/d{i}/{n}" for i in range(3) for n in NAMES]
+    paths += [f"/r/d{i}/{n}/sub" for i in range(3) for n in NAMES]
+    paths += [f"/r/d{i}/{n}/{k}" for i in range(3) for n in NAMES for k in NAMES]
+    return [(p, m.exists(p), m.is_dir(p), m.durable_bytes(p)) for p in paths]
+
+
+@settings(max_examples=300, deadline=None)
+@given(ops=_ops, fsync_persists_name=st.booleans())
+@example(ops=[("crash", "power")], fsync_persists_name=False)
+@example(ops=[("fsync_dir", 0), ("crash", "power")], fsync_persists_name=False)
+@example(ops=[("write_atomic", 1, "a"), ("crash", "power")], fsync_persists_name=False)
+@example(ops=[("mvdir", 0, 2), ("fsync_dir", -1), ("crash", "power")], fsync_persists_name=False)
+@example(ops=[("rmtree", 0), ("newdir", 0), ("read", 0, "c")], fsync_persists_name=False)
+@example(ops=[("mkdir_below", 0, "a")], fsync_persists_name=False)
+@example(ops=[("newsub", 0, "e"), ("mvdir", 0, 2)], fsync_persists_name=False)
+@example(ops=[("newsub", 0, "e"), ("rmtree", 0)], fsync_persists_name=False)
+@example(ops=[("rename", 0, "c", 2, "e"), ("fsync_dir", 2), ("crash", "power")],
+         fsync_persists_name=False)
+def test_pending_directory_is_indistinguishable(ops, fsync_persists_name):
+    """After any sequence of operations, a directory created in one step (files pending) and
+    one created file by file give the same answers, errors, names, bytes and durable bytes.
+    Every sequence starts with directories 0 and 1 created that way (so mostly pending)."""
+    media = [MemoryMedium(fsync_persists_name=fsync_persists_name) for _ in range(2)]
+    for m in media:
+        m.makedirs("/r")
+    for op in [("newdir", 0), ("newdir", 1), *ops]:
+        results = []
+        for general, m in zip((False, True), media, strict=True):
+            try:
+                results.append(("ok", _op(m, op, general)))
+            except Exception as e:  # noqa: BLE001 - the same error is the point
+                results.append(("error", type(e).__name__))
+        assert results[0] == results[1], op
+        assert _looks(media[0]) == _looks(media[1]), op
+    assert media[0].files() == media[1].files()
+    assert [_state(m) for m in media][0] == _state(media[1])
+    for m in media:
+        m.crash("power")
+    assert _state(media[0]) == _state(media[1])
