@@ -228,24 +228,16 @@ class SimLeaderEndPoint:
         self.thread: FetcherThread | None = None
 
     def send_fetch(self, request: FetchRequest, on_answer: Callable[[Any], None]) -> None:
-        broker = self.broker
-        inc = broker.incarnation
-
-        def deliver(answer: Any) -> None:
-            if inc != broker.incarnation or not broker.alive:
-                return
-            if is_failure(answer):
-                answer = RequestTimedOutError(f"fetch from broker {self.leader_id}: {answer!r}")
-            elif self.thread is not None:
-                self.thread.arrived = answer  # for the invariant checker, after processing
-            on_answer(answer)
-
         size = 64 + 40 * len(request.partitions) + 16 * len(request.forgotten)
-        broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
-                               timeout_ms=broker.cluster.replica_socket_timeout_ms)
+        self._send(request, size, on_answer, "fetch")
 
     def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
                            on_answer: Callable[[Any], None]) -> None:
+        self._send(request, 32 + 24 * len(request.partitions), on_answer, "epoch request")
+
+    def _send(self, request: Any, size: int, on_answer: Callable[[Any], None], what: str) -> None:
+        """Carry ``request`` to the leader; its answer (or the failure, as a timed-out request)
+        goes to ``on_answer`` unless this broker process is gone by then."""
         broker = self.broker
         inc = broker.incarnation
 
@@ -253,12 +245,12 @@ class SimLeaderEndPoint:
             if inc != broker.incarnation or not broker.alive:
                 return
             if is_failure(answer):
-                answer = RequestTimedOutError(f"epoch request to broker {self.leader_id}: "
-                                              f"{answer!r}")
+                answer = RequestTimedOutError(f"{what} to broker {self.leader_id}: {answer!r}")
+            elif isinstance(answer, FetchResponse) and self.thread is not None:
+                self.thread.arrived = answer  # for the invariant checker, after processing
             on_answer(answer)
 
-        broker.network.request(broker.broker_id, self.leader_id, request,
-                               32 + 24 * len(request.partitions), deliver,
+        broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
                                timeout_ms=broker.cluster.replica_socket_timeout_ms)
 
     def _leader_rm(self) -> ReplicaManager:
