@@ -36,10 +36,14 @@ def random_session(rng: np.random.Generator, cols, P: int, R: int, n: int) -> di
     leo[flat[(rows >= 0) & caught]] = fetch[(rows >= 0) & caught]
     hw = np.where(rows >= 0, cols.hw[np.maximum(rows, 0)], 0)
     ep = np.where(rows >= 0, cols.leader_epoch[np.maximum(rows, 0)], 0)
+    lso0 = np.where(rows >= 0, cols.log_start_offset[np.maximum(rows, 0), 0], 0)
     return dict(
         rows=rows, slots=slots, fetch_offsets=fetch,
         log_starts=rng.integers(0, 3, n).astype(np.int64),
         sent_hw=np.where(rng.random(n) < 0.7, hw, rng.integers(-2, 12, n)).astype(np.int64),
+        # the leader's own log start is slot 0's; most entries sent the current one
+        sent_log_start=np.where(rng.random(n) < 0.8, lso0, rng.integers(-1, 4, n)
+                                ).astype(np.int64),
         req_epochs=np.where(rng.random(n) < 0.8, ep, rng.integers(-1, 4, n)).astype(np.int64),
         changed=(rng.random(n) < 0.15).astype(np.uint8),
     )
@@ -55,6 +59,7 @@ def reference_fetch(cols, R: int, s: dict, n: int, apply_quiet: bool, now: int, 
     flat = r * R + np.maximum(slots, 0)
     busy = (s["changed"][:n].astype(bool) | (cols.leader_leo[r] != f)
             | (cols.hw[r] != s["sent_hw"][:n]) | (cols.leo.reshape(-1)[flat] != f)
+            | (cols.log_start_offset[r, 0] != s["sent_log_start"][:n])
             | (cols.leader_epoch[r] != s["req_epochs"][:n])
             | (cols.in_max_isr.reshape(-1)[flat] == 0))
     chosen = np.flatnonzero(np.where(led, busy, s["changed"][:n].astype(bool)))
@@ -70,6 +75,7 @@ def reference_pending(cols, s: dict, n: int) -> list[int]:
     rows, f = s["rows"][:n], s["fetch_offsets"][:n]
     r = np.maximum(rows, 0)
     news = ((cols.leader_leo[r] != f) | (cols.hw[r] != s["sent_hw"][:n])
+            | (cols.log_start_offset[r, 0] != s["sent_log_start"][:n])
             | (cols.leader_epoch[r] != s["req_epochs"][:n]))
     return np.flatnonzero(np.where(rows >= 0, news, f >= 0)).tolist()
 
@@ -97,7 +103,8 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
     for kern in (native, twin):
         out = np.full(n + 2, -7, np.int64)
         m = kern.session_fetch(s["rows"], s["slots"], s["fetch_offsets"], s["log_starts"],
-                               s["sent_hw"], s["req_epochs"], s["changed"], n, apply_quiet, now,
+                               s["sent_hw"], s["sent_log_start"], s["req_epochs"], s["changed"], n,
+                               apply_quiet, now,
                                5, out)
         outs.append(out[:m].tolist())
     expected = reference_fetch(c, R, s, n, apply_quiet, now, 5, ref_twin)
@@ -118,8 +125,8 @@ def test_session_pending_native_twin_and_reference_agree(P, R, n, seed):
     for impl in ("native", "twin"):
         kern = kernel_module(impl).ReplicaStateKernels(cols, R)
         out = np.full(n, -7, np.int64)
-        m = kern.session_pending(s["rows"], s["fetch_offsets"], s["sent_hw"], s["req_epochs"],
-                                 n, out)
+        m = kern.session_pending(s["rows"], s["fetch_offsets"], s["sent_hw"],
+                                 s["sent_log_start"], s["req_epochs"], n, out)
         got.append(out[:m].tolist())
     assert got[0] == got[1] == reference_pending(cols, s, n)
     assert_same_columns(cols, before)  # a parked read changes no follower state
@@ -137,6 +144,7 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
     cols.leader_epoch[:] = 2
     cols.in_max_isr[:, :] = 1
     cols.leo[:, :] = 10
+    cols.log_start_offset[:, 0] = 3
     cols.last_caught_up_time_ms[:, :] = 0
     kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
     rows = np.array([0, 1], np.int64)
@@ -144,10 +152,35 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
     fo = np.array([10, 10], np.int64)
     out = np.zeros(2, np.int64)
     m = kern.session_fetch(rows, slots, fo, np.zeros(2, np.int64), np.array([8, 7], np.int64),
-                           np.array([2, 2], np.int64), np.zeros(2, np.uint8), 2, True, T0, 4, out)
+                           np.array([3, 3], np.int64), np.array([2, 2], np.int64),
+                           np.zeros(2, np.uint8), 2, True, T0, 4, out)
     assert out[:m].tolist() == [1]  # partition 1's HW (8) differs from the one sent (7)
     assert cols.last_caught_up_time_ms[0, 1] == T0 and cols.broker_epoch[0, 1] == 4
     assert cols.last_caught_up_time_ms[1, 1] == 0
+
+
+@pytest.mark.parametrize("impl", ["native", "twin"])
+def test_leader_log_start_move_is_answered(impl):
+    """KIP-227 maybeUpdateResponseData: a log start other than the one last sent must be
+    answered, in a request and when a parked one completes; the same one need not."""
+    rng = np.random.default_rng(3)
+    cols = random_columns(rng, 1, 2)
+    cols.n_replicas[:] = 2
+    cols.leader_leo[:] = 10
+    cols.hw[:] = 10
+    cols.leader_epoch[:] = 2
+    cols.in_max_isr[:, :] = 1
+    cols.leo[:, :] = 10
+    cols.log_start_offset[0, 0] = 4
+    kern = kernel_module(impl).ReplicaStateKernels(cols, 2)
+    one = lambda v: np.array([v], np.int64)  # noqa: E731
+    out = np.zeros(1, np.int64)
+    for sent, expected in ((4, []), (0, [0])):
+        m = kern.session_fetch(one(0), one(1), one(10), one(0), one(10), one(sent), one(2),
+                               np.zeros(1, np.uint8), 1, False, T0, 4, out)
+        assert out[:m].tolist() == expected
+        m = kern.session_pending(one(0), one(10), one(10), one(sent), one(2), 1, out)
+        assert out[:m].tolist() == expected
 
 
 @pytest.mark.parametrize("impl", ["native", "twin"])
@@ -161,8 +194,8 @@ def test_bad_slot_raises_and_changes_nothing(impl):
     slots = np.array([1, 2], np.int64)  # slot 2 is past n_replicas
     z = np.zeros(2, np.int64)
     with pytest.raises(IndexError):
-        kern.session_fetch(rows, slots, z, z, z, z, np.zeros(2, np.uint8), 2, True, T0, 1,
+        kern.session_fetch(rows, slots, z, z, z, z, z, np.zeros(2, np.uint8), 2, True, T0, 1,
                            np.zeros(2, np.int64))
     assert_same_columns(cols, before)
     with pytest.raises(ValueError):
-        kern.session_pending(rows, z, z, z, 3, np.zeros(3, np.int64))
+        kern.session_pending(rows, z, z, z, z, 3, np.zeros(3, np.int64))

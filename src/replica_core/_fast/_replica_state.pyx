@@ -273,19 +273,21 @@ cdef class ReplicaStateKernels:
     cpdef Py_ssize_t session_fetch(self, const int64_t[::1] rows, const int64_t[::1] slots,
                                    const int64_t[::1] fetch_offsets,
                                    const int64_t[::1] log_starts, const int64_t[::1] sent_hw,
+                                   const int64_t[::1] sent_log_start,
                                    const int64_t[::1] req_epochs, const uint8_t[::1] changed,
                                    Py_ssize_t n, bint apply_quiet, int64_t fetch_time_ms,
                                    int64_t broker_epoch, int64_t[::1] out) except -1:
         """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
         order, those to read and returns their count; a quiet entry (led here, in the maximal
-        ISR, caught up, same HW and epoch as last sent, not changed by this request) gets the
-        §6.2 fetch-state update at once when ``apply_quiet``. Not led here (``rows[k] < 0``):
-        read only when changed, to answer its error."""
+        ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
+        this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
+        here (``rows[k] < 0``): read only when changed, to answer its error."""
         cdef Py_ssize_t k, m = 0, i
         cdef int64_t p, f
         cdef Cols c = self.c
         if (rows.shape[0] < n or slots.shape[0] < n or fetch_offsets.shape[0] < n
-                or log_starts.shape[0] < n or sent_hw.shape[0] < n or req_epochs.shape[0] < n
+                or log_starts.shape[0] < n or sent_hw.shape[0] < n
+                or sent_log_start.shape[0] < n or req_epochs.shape[0] < n
                 or changed.shape[0] < n or out.shape[0] < n):
             raise ValueError("session arrays shorter than n")
         self._check_session(rows, slots, n)
@@ -300,6 +302,7 @@ cdef class ReplicaStateKernels:
                 f = fetch_offsets[k]
                 i = p * c.R + slots[k]
                 if (changed[k] or c.leader_leo[p] != f or c.hw[p] != sent_hw[k] or c.leo[i] != f
+                        or c.lso[p * c.R] != sent_log_start[k]
                         or c.epoch[p] != req_epochs[k] or not c.in_max[i]):
                     out[m] = k
                     m += 1
@@ -309,16 +312,18 @@ cdef class ReplicaStateKernels:
 
     cpdef Py_ssize_t session_pending(self, const int64_t[::1] rows,
                                      const int64_t[::1] fetch_offsets,
-                                     const int64_t[::1] sent_hw, const int64_t[::1] req_epochs,
+                                     const int64_t[::1] sent_hw,
+                                     const int64_t[::1] sent_log_start,
+                                     const int64_t[::1] req_epochs,
                                      Py_ssize_t n, int64_t[::1] out) except -1:
         """A parked session fetch: entries ``k < n`` with something to send now, in order — led
-        here with new records, a new HW or another epoch, or fetched but no longer led here
+        here with new records, a new HW, log start or epoch, or fetched but no longer led here
         (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
         cdef Py_ssize_t k, m = 0, P = self.num_partitions
         cdef int64_t p, f
         cdef Cols c = self.c
         if (rows.shape[0] < n or fetch_offsets.shape[0] < n or sent_hw.shape[0] < n
-                or req_epochs.shape[0] < n or out.shape[0] < n):
+                or sent_log_start.shape[0] < n or req_epochs.shape[0] < n or out.shape[0] < n):
             raise ValueError("session arrays shorter than n")
         for k in range(n):
             if rows[k] >= P:
@@ -331,7 +336,8 @@ cdef class ReplicaStateKernels:
                     if f >= 0:
                         out[m] = k
                         m += 1
-                elif c.leader_leo[p] != f or c.hw[p] != sent_hw[k] or c.epoch[p] != req_epochs[k]:
+                elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[k]
+                        or c.lso[p * c.R] != sent_log_start[k] or c.epoch[p] != req_epochs[k]):
                     out[m] = k
                     m += 1
         return m

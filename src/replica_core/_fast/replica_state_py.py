@@ -114,15 +114,15 @@ class ReplicaStateKernels:
                 self._check_slot(int(rows[k]), int(slots[k]))
 
     def session_fetch(self, rows: Any, slots: Any, fetch_offsets: Any, log_starts: Any,
-                      sent_hw: Any, req_epochs: Any, changed: Any, n: int, apply_quiet: bool,
-                      fetch_time_ms: int, broker_epoch: int, out: Any) -> int:
+                      sent_hw: Any, sent_log_start: Any, req_epochs: Any, changed: Any, n: int,
+                      apply_quiet: bool, fetch_time_ms: int, broker_epoch: int, out: Any) -> int:
         """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
         order, those to read and returns their count; a quiet entry (led here, in the maximal
-        ISR, caught up, same HW and epoch as last sent, not changed by this request) gets the
-        §6.2 fetch-state update at once when ``apply_quiet``. Not led here (``rows[k] < 0``):
-        read only when changed, to answer its error."""
+        ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
+        this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
+        here (``rows[k] < 0``): read only when changed, to answer its error."""
         if min(len(rows), len(slots), len(fetch_offsets), len(log_starts), len(sent_hw),
-               len(req_epochs), len(changed), len(out)) < n:
+               len(sent_log_start), len(req_epochs), len(changed), len(out)) < n:
             raise ValueError("session arrays shorter than n")
         self._check_session(rows, slots, n)
         m = 0
@@ -137,6 +137,8 @@ class ReplicaStateKernels:
             i = p * self.max_replicas + int(slots[k])
             lleo = int(self.leader_leo[p])
             has_news = (lleo != f or int(self.hw[p]) != int(sent_hw[k])
+                        or int(self.log_start_offset[p * self.max_replicas])
+                        != int(sent_log_start[k])
                         or int(self.leader_epoch[p]) != int(req_epochs[k]))
             follower_moved = int(self.leo[i]) != f or not self.in_max_isr[i]
             if changed[k] or has_news or follower_moved:
@@ -146,12 +148,13 @@ class ReplicaStateKernels:
                 self._fetch(i, f, int(log_starts[k]), int(fetch_time_ms), lleo, int(broker_epoch))
         return m
 
-    def session_pending(self, rows: Any, fetch_offsets: Any, sent_hw: Any, req_epochs: Any,
-                        n: int, out: Any) -> int:
+    def session_pending(self, rows: Any, fetch_offsets: Any, sent_hw: Any, sent_log_start: Any,
+                        req_epochs: Any, n: int, out: Any) -> int:
         """A parked session fetch: entries ``k < n`` with something to send now, in order — led
-        here with new records, a new HW or another epoch, or fetched but no longer led here
+        here with new records, a new HW, log start or epoch, or fetched but no longer led here
         (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
-        if min(len(rows), len(fetch_offsets), len(sent_hw), len(req_epochs), len(out)) < n:
+        if min(len(rows), len(fetch_offsets), len(sent_hw), len(sent_log_start),
+               len(req_epochs), len(out)) < n:
             raise ValueError("session arrays shorter than n")
         for k in range(n):
             if int(rows[k]) >= self.num_partitions:
@@ -164,6 +167,8 @@ class ReplicaStateKernels:
                 send = f >= 0
             else:
                 send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[k])
+                        or int(self.log_start_offset[p * self.max_replicas])
+                        != int(sent_log_start[k])
                         or int(self.leader_epoch[p]) != int(req_epochs[k]))
             if send:
                 out[m] = k

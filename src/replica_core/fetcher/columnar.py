@@ -123,6 +123,8 @@ class ColumnarPartitionStates(PartitionStates[TopicPartition, PartitionFetchStat
         m = self._map
         m.pop(tp, None)
         m[tp] = state
+        self._to_end(tp)
+        self._note(tp, state)
         row = self._rows.get(tp)
         if row is None:
             row = self._new_row(tp)

@@ -98,17 +98,21 @@ class Builder:
         metadata = handler.next_metadata
         if metadata.is_full:
             handler.session_partitions = nxt
+            handler._pos = {tp: i for i, tp in enumerate(nxt)}
+            handler._next_pos = len(nxt)
             log.debug("Built full fetch %s for node %d with %d partition(s).",
                       metadata, handler.node, len(nxt))
             return FetchRequestData(tuple(nxt.values()), (), MappingProxyType(nxt), metadata)
 
         session = handler.session_partitions
+        pos = handler._pos
         removed: list[TopicPartition] = []
         altered = 0
         for tp, prev in list(session.items()):
             data = nxt.pop(tp, None)
             if data is None:
                 del session[tp]
+                del pos[tp]
                 removed.append(tp)
             elif data is not prev and data != prev:
                 nxt[tp] = data
@@ -120,6 +124,8 @@ class Builder:
                 # Everything from here on is an altered partition moved to the end above.
                 break
             session[tp] = data
+            pos[tp] = handler._next_pos
+            handler._next_pos += 1
             added += 1
         log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed %d "
                   "out of %d partition(s).", metadata, handler.node, added, altered,
@@ -135,12 +141,15 @@ class FetchSessionHandler:
     ordered) is what the session holds, replaced wholesale by each full build.
     """
 
-    __slots__ = ("next_metadata", "node", "session_partitions")
+    __slots__ = ("_next_pos", "_pos", "next_metadata", "node", "session_partitions")
 
     def __init__(self, node: int) -> None:
         self.node = node
         self.next_metadata: FetchMetadata = FetchMetadata.INITIAL
         self.session_partitions: dict[TopicPartition, FetchPartition] = {}
+        # each session partition's place in session order (smaller first), for build_changes
+        self._pos: dict[TopicPartition, int] = {}
+        self._next_pos = 0
 
     @property
     def session_id(self) -> int:
@@ -150,6 +159,54 @@ class FetchSessionHandler:
     def new_builder(self) -> Builder:
         """A builder for the next fetch request (newBuilder)."""
         return Builder(self)
+
+    def build_changes(self, changes: Mapping[TopicPartition, FetchPartition | None]
+                      ) -> FetchRequestData:
+        """The incremental request :meth:`Builder.build` would make if every session partition
+        absent from ``changes`` were added again with equal data, in session order, and the
+        partitions of ``changes`` were added (a value) or left out (None), in ``changes``
+        order, among them — without visiting the unchanged partitions.
+
+        So a fetcher that knows which partitions changed since its last request (their entries
+        in fair order) pays for those alone; the request is the same, field for field. Only for
+        incremental metadata (a full request lists every partition: use a :class:`Builder`).
+        """
+        metadata = self.next_metadata
+        if metadata.is_full:
+            raise RuntimeError("build_changes needs incremental metadata; use new_builder()")
+        session = self.session_partitions
+        pos = self._pos
+        new: list[FetchPartition] = []
+        altered: list[TopicPartition] = []
+        removed: list[TopicPartition] = []
+        for tp, data in changes.items():
+            prev = session.get(tp)
+            if data is None:
+                if prev is not None:
+                    removed.append(tp)
+            elif prev is None:
+                if data.tp != tp:
+                    raise ValueError(f"partition data for {data.tp} added under {tp}")
+                new.append(data)
+            elif data is not prev and data != prev:
+                session[tp] = data
+                altered.append(tp)
+        if removed:
+            removed.sort(key=pos.__getitem__)
+            for tp in removed:
+                del session[tp]
+                del pos[tp]
+        if len(altered) > 1:
+            altered.sort(key=pos.__getitem__)
+        for data in new:
+            session[data.tp] = data
+            pos[data.tp] = self._next_pos
+            self._next_pos += 1
+        log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed %d "
+                  "out of %d partition(s).", metadata, self.node, len(new), len(altered),
+                  len(removed), len(session))
+        to_send = tuple(new) + tuple(session[tp] for tp in altered) if altered else tuple(new)
+        return FetchRequestData(to_send, tuple(removed), MappingProxyType(session), metadata)
 
     def verify_full_fetch_response_partitions(self, partitions: Set[TopicPartition]) -> str | None:
         """None if a full response holds exactly the session's partitions, else a description

@@ -415,7 +415,8 @@ class ReplicaFetcher:
                  replica_manager: Any, config: Any = None, *, clock: Clock,
                  truncation: str | None = None, truncate_on_fetch: bool = True,
                  quota: ReplicaQuota | None = None,
-                 failed_partitions: FailedPartitions | None = None) -> None:
+                 failed_partitions: FailedPartitions | None = None,
+                 incremental_build: bool = True) -> None:
         if truncation is None:
             truncation = truncation_mode_of(config)
         if truncation not in TRUNCATION_MODES:
@@ -440,19 +441,14 @@ class ReplicaFetcher:
         self.fetcher_lag_stats = FetcherLagStats()
         self.partitions_with_new_high_watermark: list[TopicPartition] = []
         self._local = _LocalReplica(replica_manager)
-        # build_fetch's per-partition request entries, reused while the partition's state object
-        # and log start offset are unchanged (an idle partition's entry is the same every round):
-        # tp -> (state, log_start_offset, FetchPartition); keyed by what else goes into an entry.
-        self._fetch_entries: dict[TopicPartition,
-                                  tuple[PartitionFetchState, Any, int, FetchPartition]] = {}
-        self._fetch_entries_key: tuple[bool, int] | None = None
+        self.incremental_build = incremental_build
+        # what goes into every request entry besides the partition's state and log start: a
+        # change (never in practice) forces a full pass
+        self._entry_key: tuple[bool, int] | None = None
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker}"
         # KIP-227: the session with the leader (RemoteLeaderEndPoint's fetchSessionHandler)
         self.session_handler = FetchSessionHandler(source_broker)
         self._built: tuple[FetchRequest, FetchRequestData] | None = None
-        self.wanted: list[FetchPartition] = []
-        """The partitions the last :meth:`build_fetch` asked for, in fair order (§7.3); the
-        request itself carries only what the session does not hold yet."""
         # the request with the leader, if any, and its answer once it came
         self._in_flight: _InFlight | None = None
         self._sending = False
@@ -521,7 +517,6 @@ class ReplicaFetcher:
             tp = TopicPartition(*tp)
             state = self.partition_states.state_value(tp)
             self.partition_states.remove(tp)
-            self._fetch_entries.pop(tp, None)
             self.fetcher_lag_stats.unregister(tp)
             if state is not None:
                 removed[tp] = state
@@ -868,17 +863,33 @@ class ReplicaFetcher:
         The request is built in the fetch session with the leader (KIP-227): a full request
         first and after any session error, then incremental ones carrying only the partitions
         added or changed since the last request, and the partitions to forget. Building moves
-        the session on, so every built request must be sent (and its answer processed)."""
-        parts, errors = self.fetch_partitions()
-        self.wanted = parts
-        builder = self.session_handler.new_builder()
-        for fp in parts:
-            builder.add(fp.tp, fp)
-        data = builder.build()
+        the session on, so every built request must be sent (and its answer processed).
+
+        An incremental request is built from the partitions whose entry may have changed — the
+        states journal's changes and ended delays (:class:`PartitionStates`), and partitions
+        whose log start moved (:meth:`process_partition_data`) — so a round costs what changed,
+        not every partition (``incremental_build``; the request is the same either way, which
+        the tests check against the full pass)."""
+        states = self.partition_states
+        now = self.clock.milliseconds()
+        changed = states.take_changes()
+        due = states.pop_due(now)
+        handler = self.session_handler
+        cfg = self.config
+        key = (self.truncate_on_fetch, cfg.fetch_max_bytes)
+        if handler.next_metadata.is_full or not self.incremental_build \
+                or type(self.quota) is not UnboundedReplicaQuota or key != self._entry_key:
+            self._entry_key = key
+            parts, errors = self.fetch_partitions()
+            builder = handler.new_builder()
+            for fp in parts:
+                builder.add(fp.tp, fp)
+            data = builder.build()
+        else:
+            data, errors = self._build_changes(changed, due, now)
         if not data.session_partitions and not data.to_forget:
             self._built = None
             return None, errors
-        cfg = self.config
         metadata = data.metadata
         request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
                                cfg.response_max_bytes, data.to_send, self.broker_epoch,
@@ -887,56 +898,86 @@ class ReplicaFetcher:
         self._built = (request, data)
         return request, errors
 
+    def _build_changes(self, changed: list[TopicPartition], due: list[TopicPartition],
+                       now: int) -> tuple[FetchRequestData, list[TopicPartition]]:
+        """The incremental request from the changed partitions alone: each one's entry as
+        :meth:`fetch_partitions` would make it (None when not ready or its log is gone), in
+        fair order, handed to :meth:`FetchSessionHandler.build_changes`."""
+        states = self.partition_states
+        if due:
+            changed = list(dict.fromkeys(changed + due))
+        present = [tp for tp in changed if tp in states]
+        if len(present) > 1:
+            present.sort(key=states.order_key)
+        changes: dict[TopicPartition, FetchPartition | None] = dict.fromkeys(changed)
+        errors: list[TopicPartition] = []
+        for tp in present:
+            st = states.state_value(tp)
+            assert st is not None
+            d = st.delay_until_ms
+            if st.state is not FETCHING or (d is not None and d > now):
+                continue
+            entry = self._fetch_entry(tp, st)
+            if entry is None:
+                errors.append(tp)
+            else:
+                changes.pop(tp)
+                changes[tp] = entry  # values in fair order after the removals
+        if errors:
+            self._delay_partitions(errors, self.config.backoff_ms)
+        return self.session_handler.build_changes(changes), errors
+
+    def _fetch_entry(self, tp: TopicPartition, st: PartitionFetchState) -> FetchPartition | None:
+        """``tp``'s request entry for state ``st``; None when its local log cannot be read."""
+        try:
+            lg = self.replica_manager.local_log(tp)
+            if lg is None:
+                raise NotLeaderOrFollowerError(f"no local log for {tp}")
+            log_start = lg.log_start_offset
+        except KafkaError:
+            return None
+        lfe = st.last_fetched_epoch
+        return FetchPartition(tp, st.fetch_offset, self.config.fetch_max_bytes, log_start,
+                              st.current_leader_epoch,
+                              lfe if self.truncate_on_fetch and lfe is not None else NO_EPOCH)
+
+    @property
+    def wanted(self) -> list[FetchPartition]:
+        """The entries of the partitions ready for fetch now, in fair order (§7.3), as the next
+        full request would list them (no side effects)."""
+        now = self.clock.milliseconds()
+        out = []
+        for tp, st in self.partition_states.ready_items(now):
+            entry = self._fetch_entry(tp, st)
+            if entry is not None:
+                out.append(entry)
+        return out
+
     def fetch_partitions(self) -> tuple[list[FetchPartition], list[TopicPartition]]:
         """The ready partitions' fetch entries, in fair order (§7.3, §7.5), and the partitions
         whose local log could not be read (already delayed by ``replica.fetch.backoff.ms``, as
         ``maybeFetch`` does right after ``buildFetch``). Throttled out-of-sync partitions are
-        left out while the quota is exceeded.
-
-        A partition's entry is reused from the previous call while its state object, its log
-        and that log's start offset are unchanged (states are immutable: any change is a new
-        object; a removed partition's entry is dropped)."""
+        left out while the quota is exceeded. One pass over every partition: what a full
+        request lists (and the reference the incremental build is tested against)."""
         now = self.clock.milliseconds()
-        cfg = self.config
-        send_epoch = self.truncate_on_fetch
-        max_bytes = cfg.fetch_max_bytes
-        local_log = self.replica_manager.local_log
         quota = self.quota
         throttling = type(quota) is not UnboundedReplicaQuota
-        key = (send_epoch, max_bytes)
-        cache = self._fetch_entries if self._fetch_entries_key == key else {}
-        entries: dict[TopicPartition, tuple[PartitionFetchState, Any, int, FetchPartition]] = {}
         parts: list[FetchPartition] = []
         errors: list[TopicPartition] = []
+        fetch_entry = self._fetch_entry
         for tp, st in self.partition_states.ready_items(now):
             # Only out-of-sync replicas of throttled partitions are throttled, and only while the
             # quota is exceeded, to avoid ISR thrashing (shouldFollowerThrottle).
             if throttling and not (st.lag is not None and st.lag <= 0) \
                     and quota.is_throttled(tp) and quota.is_quota_exceeded():
                 continue
-            entry = cache.get(tp)
-            if entry is not None and entry[0] is st and entry[1].log_start_offset == entry[2]:
-                entries[tp] = entry  # same state, same log, same log start: same entry
-                parts.append(entry[3])
-                continue
-            try:
-                lg = local_log(tp)
-                if lg is None:
-                    raise NotLeaderOrFollowerError(f"no local log for {tp}")
-                log_start = lg.log_start_offset
-            except KafkaError:
+            entry = fetch_entry(tp, st)
+            if entry is None:
                 errors.append(tp)
-                continue
-            lfe = st.last_fetched_epoch
-            entry = (st, lg, log_start, FetchPartition(
-                tp, st.fetch_offset, max_bytes, log_start, st.current_leader_epoch,
-                lfe if send_epoch and lfe is not None else NO_EPOCH))
-            entries[tp] = entry
-            parts.append(entry[3])
-        self._fetch_entries = entries
-        self._fetch_entries_key = key
+            else:
+                parts.append(entry)
         if errors:
-            self._delay_partitions(errors, cfg.backoff_ms)
+            self._delay_partitions(errors, self.config.backoff_ms)
         return parts, errors
 
     def maybe_fetch(self) -> bool:
@@ -1097,6 +1138,7 @@ class ReplicaFetcher:
                 self.partitions_with_new_high_watermark.append(tp)
         if pd.log_start_offset > lg.log_start_offset:
             lg.maybe_increment_log_start_offset(pd.log_start_offset)
+            self.partition_states.mark_changed(tp)  # the next request carries the new start
         if size and self.quota.is_throttled(tp):
             self.quota.record(size)
         return info

@@ -7,6 +7,7 @@ read from the wall clock, so a fetcher driven by an injected clock is determinis
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections.abc import Hashable, Iterable, Iterator, KeysView, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -83,35 +84,113 @@ class PartitionStates(Generic[K, S]):
     Fetch requests are built by iterating in this order; a partition that just returned data is
     moved to the end, so under a response size limit no partition starves. Keys are
     ``(topic, partition)`` tuples (e.g. :class:`TopicPartition`).
+
+    Beyond Kafka's class, the map keeps a change journal so that a fetcher can build an
+    incremental fetch (KIP-227) from what changed instead of rescanning every partition:
+
+    * every partition whose state was set or removed since the last :meth:`take_changes`
+      (:meth:`mark_changed` adds one whose request entry changed for another reason);
+    * the due times of delayed states, so partitions whose back-off ended are found with
+      :meth:`pop_due` and :meth:`next_due` without a scan;
+    * the Truncating partitions, for :meth:`truncating_items`;
+    * each partition's place in the order (a sequence number bumped on every move to the end),
+      so changed partitions can be put back in fair order.
     """
 
-    __slots__ = ("_map",)
+    __slots__ = ("_map", "_seq", "_next_seq", "_changed", "_due", "_in_truncation")
 
     def __init__(self, states: Mapping[K, S] | Iterable[tuple[K, S]] | None = None) -> None:
         self._map: dict[K, S] = {}
+        self._seq: dict[K, int] = {}
+        self._next_seq = 0
+        self._changed: dict[K, None] = {}
+        self._due: list[tuple[int, K]] = []
+        self._in_truncation: dict[K, None] = {}
         if states is not None:
             self.set(states)
 
+    # -- the journal -----------------------------------------------------------------------------
+    def _note(self, tp: K, state: S) -> None:
+        """Journal a new state for ``tp`` (its place is set by the caller)."""
+        self._changed[tp] = None
+        if not isinstance(state, PartitionFetchState):
+            return  # the map is generic (Kafka's is); delays and phases are fetch states'
+        d = state.delay_until_ms
+        if d is not None:
+            heapq.heappush(self._due, (d, tp))
+        if state.state is TRUNCATING:
+            self._in_truncation[tp] = None
+        else:
+            self._in_truncation.pop(tp, None)
+
+    def _to_end(self, tp: K) -> None:
+        self._seq[tp] = self._next_seq
+        self._next_seq += 1
+
+    def take_changes(self) -> list[K]:
+        """The partitions set, added or removed since the last call (each once, in the order of
+        their first change), and a fresh journal."""
+        changed = list(self._changed)
+        self._changed.clear()
+        return changed
+
+    def mark_changed(self, tp: K) -> None:
+        """Journal ``tp`` as changed although its state object is the same (e.g. its log start
+        offset moved, which also goes into its fetch request entry)."""
+        if tp in self._map:
+            self._changed[tp] = None
+
+    def pop_due(self, now_ms: int) -> list[K]:
+        """The partitions whose delay ended at or before ``now_ms`` since the last call (they
+        became ready without a state change); each once, by due time."""
+        due = self._due
+        out: dict[K, None] = {}
+        m = self._map
+        while due and due[0][0] <= now_ms:
+            d, tp = heapq.heappop(due)
+            s = m.get(tp)
+            if s is not None and s.delay_until_ms == d:  # type: ignore[attr-defined]
+                out[tp] = None
+        return list(out)
+
+    def order_key(self, tp: K) -> int:
+        """``tp``'s place in the order: smaller comes first (``sorted(..., key=order_key)``)."""
+        return self._seq[tp]
+
+    # -- Kafka's PartitionStates ----------------------------------------------------------------
     def move_to_end(self, tp: K) -> None:
         """Move ``tp`` to the end, keeping its state (no-op if absent)."""
         if tp in self._map:
             self._map[tp] = self._map.pop(tp)
+            self._to_end(tp)
 
     def update_and_move_to_end(self, tp: K, state: S) -> None:
         """Set ``tp``'s state and put it last (inserting it if absent)."""
         self._map.pop(tp, None)
         self._map[tp] = state
+        self._to_end(tp)
+        self._note(tp, state)
 
     def update(self, tp: K, state: S) -> None:
         """Set ``tp``'s state in place (appended last if absent)."""
+        if tp not in self._map:
+            self._to_end(tp)
         self._map[tp] = state
+        self._note(tp, state)
 
     def remove(self, tp: K) -> None:
         """Forget ``tp`` (no-op if absent)."""
-        self._map.pop(tp, None)
+        if self._map.pop(tp, None) is not None:
+            del self._seq[tp]
+            self._in_truncation.pop(tp, None)
+            self._changed[tp] = None
 
     def clear(self) -> None:
+        self._changed.update(dict.fromkeys(self._map))
         self._map.clear()
+        self._seq.clear()
+        self._due.clear()
+        self._in_truncation.clear()
 
     def set(self, states: Mapping[K, S] | Iterable[tuple[K, S]]) -> None:
         """Replace everything with ``states``, grouping partitions of a topic together: topics in
@@ -120,10 +199,12 @@ class PartitionStates(Generic[K, S]):
         by_topic: dict[object, list[tuple[K, S]]] = {}
         for tp, state in items:
             by_topic.setdefault(tp[0], []).append((tp, state))  # type: ignore[index]
-        self._map.clear()
+        self.clear()
         for group in by_topic.values():
             for tp, state in group:
                 self._map[tp] = state
+                self._to_end(tp)
+                self._note(tp, state)
 
     def contains(self, tp: K) -> bool:
         return tp in self._map
@@ -163,17 +244,37 @@ class PartitionStates(Generic[K, S]):
                      or s.delay_until_ms <= now_ms)]  # type: ignore[attr-defined]
 
     def truncating_items(self, now_ms: int) -> list[tuple[K, S]]:
-        """(partition, state) pairs Truncating and not delayed, in order (``isTruncating``)."""
-        return [(tp, s) for tp, s in self._map.items()
-                if s.state is TRUNCATING  # type: ignore[attr-defined]
-                and (s.delay_until_ms is None  # type: ignore[attr-defined]
-                     or s.delay_until_ms <= now_ms)]  # type: ignore[attr-defined]
+        """(partition, state) pairs Truncating and not delayed, in order (``isTruncating``);
+        from the journal's Truncating set, not a scan of the map."""
+        if not self._in_truncation:
+            return []
+        m = self._map
+        out = []
+        for tp in sorted(self._in_truncation, key=self._seq.__getitem__):
+            s = m[tp]
+            d = s.delay_until_ms  # type: ignore[attr-defined]
+            if d is None or d <= now_ms:
+                out.append((tp, s))
+        return out
 
     def next_due(self, now_ms: int) -> int | None:
-        """The earliest ``delay_until_ms`` still in the future; None if no partition is delayed."""
-        due = [d for s in self._map.values()
-               if (d := s.delay_until_ms) is not None and d > now_ms]  # type: ignore[attr-defined]
-        return min(due) if due else None
+        """The earliest ``delay_until_ms`` still in the future; None if no partition is delayed.
+        From the journal's due times (stale ones dropped as they surface)."""
+        due = self._due
+        m = self._map
+        while due:
+            d, tp = due[0]
+            s = m.get(tp)
+            if s is None or s.delay_until_ms != d:  # type: ignore[attr-defined]
+                heapq.heappop(due)  # stale: removed, or delayed again since
+                continue
+            if d > now_ms:
+                return d
+            break
+        # delays ended but not yet taken by pop_due: look past them
+        future = [d for d, tp in due if d > now_ms
+                  and (s := m.get(tp)) is not None and s.delay_until_ms == d]  # type: ignore[attr-defined]
+        return min(future) if future else None
 
     def max_state_lag(self) -> int:
         """The largest known ``lag`` of the states, 0 when none is known."""

@@ -226,6 +226,9 @@ class Partition:
             if is_new_leader_epoch:
                 table.start_leader_epoch(self.row, state.leader_epoch, now,
                                          new_leader=is_new_leader)
+        # slot 0's log start is the leader's own, kept current for the fetch sessions
+        table.log_start_offset[self.row, 0] = int(log.log_start_offset)
+        log.log_start_listener = self._on_leader_log_start
         followers = [b for b in self.replicas if b != self.broker_id]
         self._slot_of = {b: r for r, b in enumerate(followers, start=1)}
         if is_new_leader_epoch:
@@ -270,7 +273,15 @@ class Partition:
                 topic_id=state.topic_id if state else None)
         return self.log
 
+    def _on_leader_log_start(self, offset: int) -> None:
+        """The leader's log start moved (DeleteRecords, retention): an incremental fetch session
+        answers the partition with it (KIP-227 ``maybeUpdateResponseData``)."""
+        if self.row >= 0:
+            self.manager.table.log_start_offset[self.row, 0] = offset
+
     def _drop_leader_state(self) -> None:
+        if self.log is not None and self.log.log_start_listener == self._on_leader_log_start:
+            self.log.log_start_listener = None
         self._pending = None
         self._pending_shrunk = ()
         self.manager._forget_unsent_alter_partition(self.tp)

@@ -516,7 +516,8 @@ class ReplicaManager:
         out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
         m = self.table.kernels.session_fetch(
             rows, session.slots[order], session.fetch_offset[order], session.log_start[order],
-            session.cached_hw[order], session.req_epoch[order], mark, n, not stale, now,
+            session.cached_hw[order], session.cached_log_start[order], session.req_epoch[order],
+            mark, n, not stale, now,
             params.replica_epoch, out)
         session.mark[:] = 0
         parts = session.parts
@@ -530,7 +531,7 @@ class ReplicaManager:
         out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
         m = self.table.kernels.session_pending(
             session.rows[order], session.fetch_offset[order], session.cached_hw[order],
-            session.req_epoch[order], n, out)
+            session.cached_log_start[order], session.req_epoch[order], n, out)
         parts = session.parts
         return [parts[i] for i in order[out[:m]].tolist()]  # type: ignore[misc]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -273,6 +274,9 @@ class Log:
         self._creation: tuple[str, bool, int, int] | None = None
         self.last_flush_ms = clock.milliseconds()
         self.closed = False
+        self.log_start_listener: Callable[[int], None] | None = None
+        """Told the new log start offset whenever it changes (the leader's partition keeps it
+        for its fetch sessions, which answer a moved log start: KIP-227)."""
         self.update_config(config)
         self._update_log_start_offset(self._log_start_offset)
 
@@ -818,6 +822,8 @@ class Log:
             self.update_high_watermark(offset)
         if self._recovery_point < offset:
             self._recovery_point = offset
+        if self.log_start_listener is not None:
+            self.log_start_listener(offset)
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """Raise the LSO (DeleteRecords, follower catching up); never above the HW."""
@@ -989,7 +995,10 @@ class Log:
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
-        self._log_start_offset = min(target_offset, self._log_start_offset)
+        if target_offset < self._log_start_offset:
+            self._log_start_offset = target_offset
+            if self.log_start_listener is not None:
+                self.log_start_listener(target_offset)
         if self._hw.message_offset >= self._leo:
             self._hw = self._leo_meta
         return True
@@ -1010,6 +1019,8 @@ class Log:
         self.leader_epoch_cache.clear_and_flush()
         self._log_start_offset = new_offset if log_start_offset is None else int(log_start_offset)
         self.update_high_watermark(self._leo_meta)
+        if self.log_start_listener is not None:
+            self.log_start_listener(self._log_start_offset)
 
     def _delete_segment_files(self, segments: list[LogSegment]) -> None:
         """Rename to ``.deleted`` then remove (see the module docstring for the step model)."""
