@@ -66,6 +66,12 @@ class FakeFetcherManager:
     def remove_fetcher_for_partitions(self, tps) -> None:
         self.removed.extend(tps)
 
+    def shutdown_idle_fetcher_threads(self) -> None:
+        pass
+
+    def shutdown(self) -> None:
+        pass
+
 
 def test_become_follower_restarts_fetcher_at_log_end() -> None:
     c = Cluster()

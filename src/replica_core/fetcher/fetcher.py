@@ -41,6 +41,7 @@ from replica_core.errors import (
 )
 from replica_core.fetcher.endpoint import LeaderEndPoint
 from replica_core.fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
+from replica_core.fetcher.local_replica import FollowerReplicaManager, LocalReplica
 from replica_core.fetcher.partition_states import (
     FETCHING,
     TRUNCATING,
@@ -48,6 +49,7 @@ from replica_core.fetcher.partition_states import (
     PartitionStates,
 )
 from replica_core.fetcher.truncation import OffsetTruncationState, offset_truncation_state
+from replica_core.replication.config import ReplicaConfig
 from replica_core.replication.messages import (
     NO_EPOCH,
     EpochEndOffset,
@@ -106,12 +108,12 @@ class FetcherConfig:
             return config
         if isinstance(config, Mapping):
             return cls.from_properties(config)
-        kwargs = {}
-        for name, field in cls._PROPERTIES.items():
-            value = getattr(config, name.replace(".", "_"), None)
-            if value is not None:
-                kwargs[field] = int(value)
-        return cls(**kwargs)
+        if isinstance(config, ReplicaConfig):
+            return cls(config.replica_fetch_max_bytes, config.replica_fetch_response_max_bytes,
+                       config.replica_fetch_min_bytes, config.replica_fetch_wait_max_ms,
+                       config.replica_fetch_backoff_ms, config.num_replica_fetchers)
+        raise TypeError(f"a fetcher config is a FetcherConfig, a ReplicaConfig or a mapping of "
+                        f"Kafka property names, not {type(config).__name__}")
 
 
 def truncation_mode_of(config: Any) -> str:
@@ -119,7 +121,9 @@ def truncation_mode_of(config: Any) -> str:
     property), ``"leader_epoch"`` when absent."""
     if isinstance(config, Mapping):
         return str(config.get("truncation", TRUNCATION_LEADER_EPOCH))
-    return str(getattr(config, "truncation", None) or TRUNCATION_LEADER_EPOCH)
+    if isinstance(config, ReplicaConfig):
+        return config.truncation
+    return TRUNCATION_LEADER_EPOCH
 
 
 def initial_fetch_offset(log_end_offset: int, high_watermark: int, latest_epoch: int | None, *,
@@ -306,76 +310,6 @@ class _NothingAppended(NamedTuple):
 _NOTHING_APPENDED = _NothingAppended()
 
 
-class _LocalReplica:
-    """The follower's own partitions, reached through its ``ReplicaManager``
-    (``ReplicaFetcherThread``'s ``replicaMgr.localLogOrException`` / ``getPartitionOrException``)."""
-
-    __slots__ = ("rm",)
-
-    def __init__(self, replica_manager: Any) -> None:
-        self.rm = replica_manager
-
-    def partition(self, tp: TopicPartition) -> Any:
-        p = self.rm.partition(tp)
-        if p is None:
-            raise NotLeaderOrFollowerError(f"no local replica of {tp}")
-        return p
-
-    def log(self, tp: TopicPartition) -> Any:
-        lg = self.rm.local_log(tp)
-        if lg is None:
-            raise NotLeaderOrFollowerError(f"no local log for {tp}")
-        return lg
-
-    def latest_epoch(self, tp: TopicPartition) -> int | None:
-        """``UnifiedLog.latestEpoch``: None when the epoch cache is empty."""
-        lg = self.log(tp)
-        epoch = getattr(lg, "latest_epoch", None)
-        if epoch is None:
-            cache = getattr(lg, "leader_epoch_cache", None)
-            epoch = cache.latest_epoch if cache is not None else None
-        elif callable(epoch):
-            epoch = epoch()
-        return None if epoch is None or epoch < 0 else int(epoch)
-
-    def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None:
-        """``UnifiedLog.endOffsetForEpoch``: (epoch, end offset), None if undefined."""
-        lg = self.log(tp)
-        fn = getattr(lg, "end_offset_for_epoch", None)
-        if fn is not None:
-            return fn(epoch)
-        cache = getattr(lg, "leader_epoch_cache", None)
-        if cache is None:
-            return None
-        found_epoch, found_offset = cache.end_offset_for(epoch, lg.log_end_offset)
-        return None if found_offset < 0 else (int(found_epoch), int(found_offset))
-
-    def log_end_offset(self, tp: TopicPartition) -> int:
-        return int(self.log(tp).log_end_offset)
-
-    def log_start_offset(self, tp: TopicPartition) -> int:
-        return int(self.log(tp).log_start_offset)
-
-    def high_watermark(self, tp: TopicPartition) -> int:
-        return int(self.log(tp).high_watermark)
-
-    def truncate(self, tp: TopicPartition, offset: int) -> None:
-        p = self.partition(tp)
-        fn = getattr(p, "truncate_to", None)
-        if fn is not None:
-            fn(offset)
-        else:
-            self.log(tp).truncate_to(offset)
-
-    def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
-        p = self.partition(tp)
-        fn = getattr(p, "truncate_fully_and_start_at", None)
-        if fn is not None:
-            fn(offset)
-        else:
-            self.log(tp).truncate_fully_and_start_at(offset)
-
-
 _NONE = Errors.NONE
 _NO_ANSWER = object()
 
@@ -412,7 +346,7 @@ class ReplicaFetcher:
     """
 
     def __init__(self, fetcher_id: int, source_broker: int, leader_endpoint: LeaderEndPoint,
-                 replica_manager: Any, config: Any = None, *, clock: Clock,
+                 replica_manager: FollowerReplicaManager, config: Any = None, *, clock: Clock,
                  truncation: str | None = None, truncate_on_fetch: bool = True,
                  quota: ReplicaQuota | None = None,
                  failed_partitions: FailedPartitions | None = None,
@@ -440,7 +374,7 @@ class ReplicaFetcher:
         self.fetcher_stats = FetcherStats()
         self.fetcher_lag_stats = FetcherLagStats()
         self.partitions_with_new_high_watermark: list[TopicPartition] = []
-        self._local = _LocalReplica(replica_manager)
+        self._local = LocalReplica(replica_manager)
         self.incremental_build = incremental_build
         # what goes into every request entry besides the partition's state and log start: a
         # change (never in practice) forces a full pass
@@ -467,7 +401,7 @@ class ReplicaFetcher:
 
     @property
     def broker_epoch(self) -> int:
-        return int(getattr(self.replica_manager, "broker_epoch", -1))
+        return int(self.replica_manager.broker_epoch)
 
     def __repr__(self) -> str:
         return f"{self.name}({len(self.partition_states)} partitions)"
@@ -616,9 +550,8 @@ class ReplicaFetcher:
 
     def _complete_delayed_fetch_requests(self) -> None:
         if self.partitions_with_new_high_watermark:
-            fn = getattr(self.replica_manager, "complete_delayed_fetch_requests", None)
-            if fn is not None:
-                fn(list(self.partitions_with_new_high_watermark))
+            self.replica_manager.complete_delayed_fetch_requests(
+                list(self.partitions_with_new_high_watermark))
             self.partitions_with_new_high_watermark.clear()
 
     # -- truncation -----------------------------------------------------------------------------

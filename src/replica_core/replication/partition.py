@@ -7,12 +7,13 @@ index there (``row``, −1 while not leading) and applies the §6 rules through 
 leader and partition epochs, the assignment and the in-flight AlterPartition — lives here.
 
 Who calls what: :class:`~replica_core.replication.replica_manager.ReplicaManager` owns the
-partitions, the table and the purgatories; a ``Partition`` reaches them through ``manager``.
+partitions, the table and the purgatories; a ``Partition`` reaches only the narrow collaborators
+of its :class:`~replica_core.replication.partition_context.PartitionContext` (as Kafka's does).
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -36,10 +37,8 @@ from replica_core.replication.messages import (
     LeaderAndIsrPartitionState,
     TopicPartition,
 )
+from replica_core.replication.partition_context import PartitionContext, PartitionLog
 from replica_core.replication.state import NO_BROKER_EPOCH, IsrState
-
-if TYPE_CHECKING:
-    from replica_core.replication.replica_manager import ReplicaManager
 
 ISOLATION_LOG_END = "log_end"
 ISOLATION_HIGH_WATERMARK = "high_watermark"
@@ -85,13 +84,22 @@ def _optional_epoch(epoch: int) -> int | None:
 
 
 class Partition:
-    """Kafka's ``Partition`` for ``tp`` on broker ``manager.broker_id``."""
+    """Kafka's ``Partition`` for ``tp`` on broker ``context.broker_id``."""
 
-    def __init__(self, tp: TopicPartition, manager: ReplicaManager) -> None:
+    def __init__(self, tp: TopicPartition, context: PartitionContext) -> None:
         self.tp = tp
-        self.manager = manager
-        self.broker_id = manager.broker_id
-        self.log: Any = None
+        self.broker_id = context.broker_id
+        self.table = context.table  # the broker's replica-state table (rows while leading)
+        self.clock = context.clock
+        self.config = context.config
+        self._broker_epoch = context.broker_epoch
+        self.isr_listener = context.isr_listener
+        self.delayed = context.delayed
+        self.alter_partition = context.alter_partition
+        self.logs = context.logs
+        self.rows = context.rows
+        self.metadata = context.metadata
+        self.log: PartitionLog | None = None
         self.leader_id: int = NO_LEADER
         self.leader_epoch: int = NO_EPOCH
         self.partition_epoch: int = -1
@@ -102,7 +110,7 @@ class Partition:
         self.removing_replicas: tuple[int, ...] = ()
         self.leader_recovery_state = LEADER_RECOVERY_RECOVERED
         self.topic_id: str | None = None
-        self.row = -1  # index in the manager's ReplicaStateTable while leading
+        self.row = -1  # index in the broker's ReplicaStateTable while leading
         self._slot_of: dict[int, int] = {}  # follower id -> slot in the table row
         self._pending: AlterPartitionItem | None = None  # in-flight AlterPartition
         self._pending_shrunk: tuple[int, ...] = ()
@@ -119,18 +127,18 @@ class Partition:
     @property
     def isr(self) -> list[int]:
         """The committed ISR, sorted (empty on a follower: Kafka clears it in makeFollower)."""
-        return sorted(self.manager.table.isr(self.row)) if self.row >= 0 else []
+        return sorted(self.table.isr(self.row)) if self.row >= 0 else []
 
     @property
     def maximal_isr(self) -> list[int]:
         """Committed ISR plus a pending expansion; the old ISR while a shrink is pending."""
-        return sorted(self.manager.table.maximal_isr(self.row)) if self.row >= 0 else []
+        return sorted(self.table.maximal_isr(self.row)) if self.row >= 0 else []
 
     @property
     def isr_state(self) -> IsrState:
         if self.row < 0:
             return IsrState.COMMITTED
-        return IsrState(int(self.manager.table.isr_state[self.row]))
+        return IsrState(int(self.table.isr_state[self.row]))
 
     @property
     def pending_alter_partition(self) -> AlterPartitionItem | None:
@@ -139,7 +147,7 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         if self.row >= 0:
-            return int(self.manager.table.hw[self.row])
+            return int(self.table.hw[self.row])
         return int(self.log.high_watermark) if self.log is not None else -1
 
     @property
@@ -154,11 +162,10 @@ class Partition:
     def min_insync_replicas(self) -> int:
         """The topic's ``min.insync.replicas`` when its LogConfig sets one (a value other than
         Kafka's default 1), else the broker's (Kafka builds topic configs over broker defaults)."""
-        cfg = getattr(self.log, "config", None)
-        value = getattr(cfg, "min_insync_replicas", None)
-        if value is not None and int(value) != 1:
+        value = self.log.config.min_insync_replicas if self.log is not None else 1
+        if int(value) != 1:
             return int(value)
-        return self.manager.config.min_insync_replicas
+        return self.config.min_insync_replicas
 
     def effective_min_isr(self) -> int:
         """min(min.insync.replicas, assigned replicas) (Partition.effectiveMinIsr)."""
@@ -183,7 +190,7 @@ class Partition:
         if self.row < 0:
             return None
         try:
-            return self.manager.table.partition(self.row).replica(broker_id)
+            return self.table.partition(self.row).replica(broker_id)
         except KeyError:
             return None
 
@@ -197,9 +204,8 @@ class Partition:
         """
         if state.partition_epoch < self.partition_epoch:
             return False, False
-        manager = self.manager
-        table = manager.table
-        now = manager.clock.milliseconds()
+        table = self.table
+        now = self.clock.milliseconds()
         self.controller_epoch = state.controller_epoch
         is_new_leader = not self.is_leader
         is_new_leader_epoch = state.leader_epoch > self.leader_epoch
@@ -210,15 +216,15 @@ class Partition:
         isr = [int(b) for b in state.isr]
         self._pending = None
         self._pending_shrunk = ()
-        manager._forget_unsent_alter_partition(self.tp)
-        eligible = manager.eligible_replicas(self.replicas)
+        self.alter_partition.forget_unsent(self.tp)
+        eligible = self.metadata.eligible_replicas(self.replicas)
         if self.row < 0:
             # Followers start unknown; ISR members count as caught up from now (§6.1 step 5).
             self.row = table.add_partition(
                 self.replicas, isr, leader_epoch=state.leader_epoch, now_ms=now,
                 leader_leo=leo, hw=min(max(int(log.high_watermark), 0), leo),
                 min_isr=self.min_insync_replicas, eligible=eligible)
-            manager._register_row(self)
+            self.rows.register_row(self)
         else:
             table.set_assignment(self.row, self.replicas, isr, eligible)
             table.leader_leo[self.row] = leo
@@ -232,7 +238,7 @@ class Partition:
         followers = [b for b in self.replicas if b != self.broker_id]
         self._slot_of = {b: r for r, b in enumerate(followers, start=1)}
         if is_new_leader_epoch:
-            _assign_epoch_start(log, state.leader_epoch, leo)
+            log.maybe_assign_epoch_start_offset(state.leader_epoch, leo)
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = leo
         self.partition_epoch = state.partition_epoch
@@ -268,7 +274,7 @@ class Partition:
 
     def _ensure_log(self, state: LeaderAndIsrPartitionState | None = None) -> Any:
         if self.log is None:
-            self.log = self.manager._get_or_create_log(
+            self.log = self.logs.get_or_create_log(
                 self.tp, is_new=bool(state.is_new) if state else False,
                 topic_id=state.topic_id if state else None)
         return self.log
@@ -277,18 +283,18 @@ class Partition:
         """The leader's log start moved (DeleteRecords, retention): an incremental fetch session
         answers the partition with it (KIP-227 ``maybeUpdateResponseData``)."""
         if self.row >= 0:
-            self.manager.table.log_start_offset[self.row, 0] = offset
+            self.table.log_start_offset[self.row, 0] = offset
 
     def _drop_leader_state(self) -> None:
         if self.log is not None and self.log.log_start_listener == self._on_leader_log_start:
             self.log.log_start_listener = None
         self._pending = None
         self._pending_shrunk = ()
-        self.manager._forget_unsent_alter_partition(self.tp)
+        self.alter_partition.forget_unsent(self.tp)
         self._slot_of = {}
         if self.row >= 0:
-            self.manager._unregister_row(self)
-            self.manager.table.remove_partition(self.row)
+            self.rows.unregister_row(self)
+            self.table.remove_partition(self.row)
             self.row = -1
 
     def stop(self) -> None:
@@ -339,7 +345,7 @@ class Partition:
         if not self.is_leader or self.row < 0 or self.log is None:
             raise NotLeaderOrFollowerError(
                 f"Leader not local for partition {self.tp} on broker {self.broker_id}")
-        table = self.manager.table
+        table = self.table
         row = self.row
         if required_acks == -1:
             isr_size = int(np.count_nonzero(table.in_isr[row]))
@@ -348,8 +354,9 @@ class Partition:
                 raise NotEnoughReplicasError(
                     f"The size of the current ISR {self.isr} is insufficient to satisfy the "
                     f"min.isr requirement of {min_isr} for partition {self.tp}")
-        info = _append_as_leader(self.log, records, self.leader_epoch, origin)
-        table.leader_leo[row] = self.log.log_end_offset
+        log = self.log
+        info = log.append_as_leader(records, self.leader_epoch, origin=origin)
+        table.leader_leo[row] = log.log_end_offset
         return AppendResult(info, self.maybe_increment_leader_hw())
 
     # ---- follower append ---------------------------------------------------------------------
@@ -383,7 +390,7 @@ class Partition:
         hw = self.log.update_high_watermark(int(leader_hw))
         hw = int(self.log.high_watermark) if hw is None else int(hw)
         if hw != before:
-            self.manager._on_follower_hw_changed(self.tp)
+            self.delayed.on_follower_hw_changed(self.tp)
         return hw
 
     def truncate_to(self, offset: int) -> None:
@@ -428,7 +435,7 @@ class Partition:
         last_stable = hw  # no transactions: the last stable offset is the HW
         if last_fetched_epoch >= 0:
             if epoch_checked:
-                found = _end_offset_for_epoch(log, last_fetched_epoch)
+                found = log.end_offset_for_epoch(last_fetched_epoch)
                 end = (EpochEndOffset(Errors.NONE, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
                        if found is None else EpochEndOffset(Errors.NONE, found[0], found[1]))
             else:
@@ -456,8 +463,8 @@ class Partition:
                               ) -> OffsetSnapshot:
         """fetchOffsetSnapshot: LEO, HW (and last stable offset) metadata for DelayedFetch."""
         log = self.local_log_with_epoch_or_raise(current_leader_epoch, fetch_only_leader)
-        leo = _leo_metadata(log)
-        hw = _hw_metadata(log)
+        leo = log.log_end_offset_metadata
+        hw = log.fetch_high_watermark_metadata()
         return OffsetSnapshot(leo, hw, hw)
 
     # ---- follower fetch state (§6.2) ---------------------------------------------------------
@@ -470,7 +477,7 @@ class Partition:
         HW moved, complete delayed produce/fetch. Never called for a diverging read
         (KAFKA-13141). True iff the HW moved.
         """
-        table = self.manager.table
+        table = self.table
         changed = table.kernels.follower_fetch(self.row, slot, fetch_offset, follower_log_start,
                                                fetch_time_ms, leader_end_offset, broker_epoch)
         return self.after_follower_fetch(slot, bool(changed), fetch_time_ms)
@@ -479,7 +486,7 @@ class Partition:
         """The part of updateFollowerFetchState after the replica state update."""
         self.maybe_expand_isr(slot)
         if leo_changed and self.maybe_increment_leader_hw(now_ms):
-            self.manager._on_leader_hw_incremented(self.tp)
+            self.delayed.on_leader_hw_incremented(self.tp)
             return True
         return False
 
@@ -492,9 +499,9 @@ class Partition:
         """
         if self.row < 0:
             return False
-        table = self.manager.table
+        table = self.table
         if now_ms is None:
-            now_ms = self.manager.clock.milliseconds()
+            now_ms = self.clock.milliseconds()
         if not table.kernels.maybe_increment_hw(self.row, now_ms, table.replica_lag_time_max_ms):
             return False
         _push_high_watermark(self.log, int(table.hw[self.row]))
@@ -507,7 +514,7 @@ class Partition:
         Needs no AlterPartition in flight, the follower eligible and outside the ISR, and its
         LEO ≥ HW and ≥ the leader epoch's start offset (KAFKA-7128) — the kernel's check.
         """
-        table = self.manager.table
+        table = self.table
         if self.row < 0 or not table.kernels.can_expand_isr(self.row, slot):
             return None
         new_id = int(table.replica_id[self.row, slot])
@@ -524,10 +531,10 @@ class Partition:
         """
         if self.row < 0 or not self.is_leader:
             return None
-        table = self.manager.table
+        table = self.table
         if slots is None:
             if now_ms is None:
-                now_ms = self.manager.clock.milliseconds()
+                now_ms = self.clock.milliseconds()
             slots = table.out_of_sync_slots(self.row, now_ms)
         if not slots or table.isr_state[self.row] != IsrState.COMMITTED:
             return None
@@ -540,11 +547,11 @@ class Partition:
         return tuple(b for b in self.replicas if b in ids)
 
     def _submit(self, new_isr: tuple[int, ...], shrunk: tuple[int, ...]) -> AlterPartitionItem:
-        table = self.manager.table
+        table = self.table
         epochs = []
         for b in new_isr:
             if b == self.broker_id:
-                epochs.append(int(self.manager.broker_epoch))
+                epochs.append(int(self._broker_epoch()))
             else:
                 r = self._slot_of.get(b, -1)
                 e = int(table.broker_epoch[self.row, r]) if r > 0 else NO_BROKER_EPOCH
@@ -553,7 +560,7 @@ class Partition:
                                   self.leader_recovery_state, tuple(epochs))
         self._pending = item
         self._pending_shrunk = shrunk
-        self.manager._submit_alter_partition(item)
+        self.alter_partition.submit(item)
         return item
 
     def handle_alter_partition_result(self, result: AlterPartitionResult) -> bool:
@@ -567,12 +574,11 @@ class Partition:
         item = self._pending
         if item is None or self.row < 0 or not self.is_leader:
             return False
-        manager = self.manager
-        table = manager.table
+        table = self.table
         error = Errors(result.error_code)
         if error == Errors.NONE:
             if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.partition_epoch:
-                manager._mark_failed_isr_update()
+                self.isr_listener.mark_failed()
                 return False
             expanded = table.isr_state[self.row] == IsrState.PENDING_EXPAND
             table.commit_isr(self.row, [b for b in result.isr if b in self.replicas])
@@ -580,18 +586,18 @@ class Partition:
             self.leader_recovery_state = result.leader_recovery_state
             self._pending = None
             self._pending_shrunk = ()
-            manager._record_isr_change(self.tp, expanded=expanded)
+            self.isr_listener.mark_isr_change(self.tp, expanded=expanded)
             if self.maybe_increment_leader_hw():
-                manager._on_leader_hw_incremented(self.tp)
+                self.delayed.on_leader_hw_incremented(self.tp)
                 return True
             return False
-        manager._mark_failed_isr_update()
+        self.isr_listener.mark_failed()
         if error in _REVERT:
             table.revert_isr(self.row)
             self._pending = None
             self._pending_shrunk = ()
         elif error not in _STAY_PENDING:
-            manager._submit_alter_partition(item, retry=True)
+            self.alter_partition.submit(item, retry=True)
         return False
 
     # ---- produce completion (§6.8) -----------------------------------------------------------
@@ -604,7 +610,7 @@ class Partition:
         """
         if not self.is_leader or self.row < 0:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
-        table = self.manager.table
+        table = self.table
         if int(table.hw[self.row]) >= required_offset:
             if self.effective_min_isr() <= int(np.count_nonzero(table.in_max_isr[self.row])):
                 return True, Errors.NONE
@@ -618,7 +624,7 @@ class Partition:
         log = self.local_log_or_error(current_leader_epoch, fetch_only_from_leader)
         if isinstance(log, Errors):
             return EpochEndOffset(log, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
-        found = _end_offset_for_epoch(log, leader_epoch)
+        found = log.end_offset_for_epoch(leader_epoch)
         if found is None:
             return EpochEndOffset(Errors.NONE, NO_EPOCH, UNDEFINED_EPOCH_OFFSET)
         return EpochEndOffset(Errors.NONE, int(found[0]), int(found[1]))
@@ -629,66 +635,13 @@ def _storage_isolation(isolation: str) -> str:
     return ISOLATION_HIGH_WATERMARK if isolation == ISOLATION_TXN_COMMITTED else isolation
 
 
-def _append_as_leader(log: Any, records: bytes | memoryview, leader_epoch: int, origin: str) -> Any:
-    try:
-        return log.append_as_leader(records, leader_epoch, origin=origin)
-    except TypeError:
-        return log.append_as_leader(records, leader_epoch)
-
-
-def _epoch_cache(log: Any) -> Any:
-    for name in ("leader_epoch_cache", "epoch_cache"):
-        cache = getattr(log, name, None)
-        if cache is not None:
-            return cache
-    return None
-
-
-def _assign_epoch_start(log: Any, epoch: int, start_offset: int) -> None:
-    """UnifiedLog.maybeAssignEpochStartOffset (KAFKA-7415)."""
-    assign = getattr(log, "maybe_assign_epoch_start_offset", None)
-    if assign is not None:
-        assign(epoch, start_offset)
-        return
-    cache = _epoch_cache(log)
-    if cache is not None:
-        cache.assign(epoch, start_offset)
-
-
-def _end_offset_for_epoch(log: Any, epoch: int) -> tuple[int, int] | None:
-    """UnifiedLog.endOffsetForEpoch: (epoch, end offset) or None without an epoch cache."""
-    fn = getattr(log, "end_offset_for_epoch", None)
-    if fn is not None:
-        return fn(epoch)
-    cache = _epoch_cache(log)
-    if cache is None:
-        return None
-    return cache.end_offset_for(epoch, int(log.log_end_offset))
-
-
-def latest_epoch(log: Any) -> int | None:
+def latest_epoch(log: PartitionLog) -> int | None:
     """The log's latest cached leader epoch (None if the cache is empty)."""
-    value = getattr(log, "latest_epoch", None)
-    if value is None:
-        cache = _epoch_cache(log)
-        value = cache.latest_epoch if cache is not None else -1
-    if callable(value):
-        value = value()
-    return None if value is None or value < 0 else int(value)
+    value = log.latest_epoch
+    return None if value < 0 else int(value)
 
 
-def _leo_metadata(log: Any) -> Any:
-    return log.log_end_offset_metadata
-
-
-def _hw_metadata(log: Any) -> Any:
-    fn = getattr(log, "fetch_high_watermark_metadata", None)
-    if fn is not None:
-        return fn()
-    return log.high_watermark_metadata
-
-
-def _push_high_watermark(log: Any, hw: int) -> None:
+def _push_high_watermark(log: PartitionLog, hw: int) -> None:
     """Hand the leader's new HW to the log (UnifiedLog.maybeIncrementHighWatermark).
 
     At the leader's LEO the LEO's metadata goes with it (segment and position, which

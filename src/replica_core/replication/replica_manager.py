@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -78,6 +78,7 @@ from replica_core.replication.partition import (
     Partition,
     latest_epoch,
 )
+from replica_core.replication.partition_context import PartitionContext
 from replica_core.replication.purgatory import Purgatory
 from replica_core.replication.state import ReplicaStateTable
 
@@ -138,14 +139,14 @@ class LogReadResult:
         return r.nbytes if isinstance(r, memoryview) else len(r)
 
 
-class FetcherManagerLike:
-    """What become-follower needs from a fetcher manager (AbstractFetcherManager)."""
+class FetcherManagerLike(Protocol):
+    """What the replica manager needs from its fetcher manager (AbstractFetcherManager)."""
 
-    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]) -> None:
-        raise NotImplementedError
-
-    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None:
-        raise NotImplementedError
+    def add_fetcher_for_partitions(self, states: Mapping[TopicPartition, InitialFetchState]
+                                   ) -> None: ...
+    def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
+    def shutdown_idle_fetcher_threads(self) -> None: ...
+    def shutdown(self) -> None: ...
 
 
 @dataclass
@@ -162,6 +163,44 @@ class _Delivery:
         self.done = True
         if self.parked and self.callback is not None:
             self.callback(value)
+
+
+class _PartitionHooks:
+    """The replica manager as its partitions' narrow collaborators (``PartitionContext``):
+    ISR change listener, delayed operations, AlterPartition sender, log factory, row registry."""
+
+    __slots__ = ("_rm",)
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self._rm = rm
+
+    def mark_isr_change(self, tp: TopicPartition, *, expanded: bool) -> None:
+        self._rm._record_isr_change(tp, expanded=expanded)
+
+    def mark_failed(self) -> None:
+        self._rm._mark_failed_isr_update()
+
+    def on_leader_hw_incremented(self, tp: TopicPartition) -> None:
+        self._rm._on_leader_hw_incremented(tp)
+
+    def on_follower_hw_changed(self, tp: TopicPartition) -> None:
+        self._rm._try_complete_delayed_fetch(tp)
+
+    def submit(self, item: AlterPartitionItem, *, retry: bool = False) -> None:
+        self._rm._submit_alter_partition(item, retry=retry)
+
+    def forget_unsent(self, tp: TopicPartition) -> None:
+        self._rm._forget_unsent_alter_partition(tp)
+
+    def get_or_create_log(self, tp: TopicPartition, *, is_new: bool = False,
+                          topic_id: str | None = None) -> Any:
+        return self._rm._get_or_create_log(tp, is_new=is_new, topic_id=topic_id)
+
+    def register_row(self, partition: Partition) -> None:
+        self._rm._by_row[partition.row] = partition
+
+    def unregister_row(self, partition: Partition) -> None:
+        self._rm._by_row.pop(partition.row, None)
 
 
 class ReplicaManager:
@@ -189,6 +228,11 @@ class ReplicaManager:
         self.controller_epoch = 0  # KafkaController.InitialControllerEpoch
         self.table = ReplicaStateTable(broker_id, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                        pure=pure_kernels)
+        hooks = _PartitionHooks(self)
+        self._partition_context = PartitionContext(
+            self.broker_id, lambda: self.broker_epoch, clock, config, self.table,
+            isr_listener=hooks, delayed=hooks, alter_partition=hooks, logs=hooks, rows=hooks,
+            metadata=self)
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory(
             "Produce", clock, purge_interval=config.producer_purgatory_purge_interval_requests)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory(
@@ -264,8 +308,9 @@ class ReplicaManager:
             tp = state.tp
             partition = self._partitions.get(tp)
             if partition is None:
-                partition = self._partitions[tp] = Partition(tp, self)
-            log_topic_id = getattr(partition.log, "topic_id", None) or partition.topic_id
+                partition = self._partitions[tp] = Partition(tp, self._partition_context)
+            log_topic_id = (partition.log.topic_id if partition.log is not None else None) \
+                or partition.topic_id
             if state.topic_id and log_topic_id and state.topic_id != log_topic_id:
                 errors[tp] = Errors.INCONSISTENT_TOPIC_ID
             elif state.leader_epoch > partition.leader_epoch:
@@ -299,9 +344,8 @@ class ReplicaManager:
             self._try_complete_delayed_fetch(tp)
         if self._next_hw_checkpoint_ms is None:
             self._next_hw_checkpoint_ms = self.clock.milliseconds()
-        idle = getattr(self.fetcher_manager, "shutdown_idle_fetcher_threads", None)
-        if idle is not None:
-            idle()
+        if self.fetcher_manager is not None:
+            self.fetcher_manager.shutdown_idle_fetcher_threads()
         self._flush_alter_partition()
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
@@ -362,7 +406,7 @@ class ReplicaManager:
         self._leadership_gen += 1
         self.produce_purgatory.check_and_complete(partition.tp)
         self._try_complete_delayed_fetch(partition.tp)
-        if delete and hasattr(self.log_manager, "delete_log"):
+        if delete:
             self.log_manager.delete_log(partition.tp.topic, partition.tp.partition)
         return Errors.NONE
 
@@ -424,9 +468,9 @@ class ReplicaManager:
             self._on_leader_hw_incremented(tp)
         else:
             self._try_complete_delayed_fetch(tp)  # the LEO grew: followers may be waiting
-        first = int(getattr(info, "first_offset", -1))
-        last = int(getattr(info, "last_offset", -1))
-        append_time = int(getattr(info, "log_append_time", -1))
+        first = int(info.first_offset)
+        last = int(info.last_offset)
+        append_time = int(info.log_append_time)
         return (ProducePartitionResponse(Errors.NONE, first, append_time,
                                          partition.log_start_offset), last + 1)
 
@@ -710,12 +754,7 @@ class ReplicaManager:
                 return ListOffsetsResult(Errors.OFFSET_NOT_AVAILABLE, -1, -1, -1)
             offset = hw if consumer else int(log.log_end_offset)
             return ListOffsetsResult(Errors.NONE, -1, offset, partition.leader_epoch)
-        lookup = getattr(log, "offset_for_timestamp", None)
-        if lp.timestamp == EARLIEST_TIMESTAMP and lookup is None:
-            return ListOffsetsResult(Errors.NONE, -1, int(log.log_start_offset), -1)
-        if lookup is None:
-            return none
-        found = lookup(lp.timestamp)
+        found = log.offset_for_timestamp(lp.timestamp)
         if found is None:
             return none
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
@@ -790,9 +829,6 @@ class ReplicaManager:
         self.produce_purgatory.check_and_complete(tp)
         self._try_complete_delayed_fetch(tp)
 
-    def _on_follower_hw_changed(self, tp: TopicPartition) -> None:
-        self._try_complete_delayed_fetch(tp)
-
     def _record_produce_expiration(self, tps: list[TopicPartition]) -> None:
         self._counters["ProduceExpiresPerSec"] += 1
 
@@ -813,18 +849,9 @@ class ReplicaManager:
         log = lm.get_log(tp.topic, tp.partition)
         if log is None:
             log = lm.create_log(tp.topic, tp.partition)
-        if topic_id and getattr(log, "topic_id", None) is None:
-            try:
-                log.topic_id = topic_id
-            except AttributeError:
-                pass
+        if topic_id and log.topic_id is None:
+            log.topic_id = topic_id
         return log
-
-    def _register_row(self, partition: Partition) -> None:
-        self._by_row[partition.row] = partition
-
-    def _unregister_row(self, partition: Partition) -> None:
-        self._by_row.pop(partition.row, None)
 
     # ---- scheduled work ----------------------------------------------------------------------
     def tick(self) -> None:
@@ -912,9 +939,7 @@ class ReplicaManager:
         self._shut_down = True
         self._remove_fetchers(list(self.last_initial_fetch_states))
         if self.fetcher_manager is not None:
-            close = getattr(self.fetcher_manager, "shutdown", None)
-            if close is not None:
-                close()
+            self.fetcher_manager.shutdown()
         if clean:
             self.checkpoint_high_watermarks()
 

@@ -554,7 +554,7 @@ class SimBroker:
             isr_size = 0
             p = self.rm.partition(tp) if self.rm is not None else None
             if p is not None and p.is_leader and p.row >= 0:
-                isr_size = p.manager.table.maximal_isr_size(p.row)
+                isr_size = p.table.maximal_isr_size(p.row)
             respond(ProduceResponse(tp, Errors(r.error_code), r.base_offset, isr_size), 48)
 
         results = rm.append_records({tp: msg.records}, acks=msg.acks, timeout_ms=msg.timeout_ms,

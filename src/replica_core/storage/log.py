@@ -274,6 +274,8 @@ class Log:
         self._creation: tuple[str, bool, int, int] | None = None
         self.last_flush_ms = clock.milliseconds()
         self.closed = False
+        self.topic_id: str | None = None
+        """The topic id the controller gave the partition (set by the replica manager)."""
         self.log_start_listener: Callable[[int], None] | None = None
         """Told the new log start offset whenever it changes (the leader's partition keeps it
         for its fetch sessions, which answer a moved log start: KIP-227)."""
