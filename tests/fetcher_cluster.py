@@ -59,7 +59,7 @@ class FetcherCluster:
         # Fetches are answered at once unless a test asks for long polling: each ``step`` is
         # then one complete fetch round trip per fetcher.
         config.setdefault("replica_fetch_wait_max_ms", 0)
-        self.config = ReplicaConfig(**config)
+        self.config = ReplicaConfig(truncate_on_fetch=truncate_on_fetch, **config)
         self.log_config = log_config
         self.truncate_on_fetch = truncate_on_fetch
         self.broker_ids = list(brokers)

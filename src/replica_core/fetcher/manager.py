@@ -24,6 +24,7 @@ from replica_core.fetcher.fetcher import (
     truncation_mode_of,
 )
 from replica_core.fetcher.partition_states import PartitionFetchState
+from replica_core.replication.config import ReplicaConfig
 from replica_core.replication.messages import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, replica_manager: Any, config: Any,
                  endpoint_factory: Callable[[int], LeaderEndPoint], *, clock: Clock,
-                 truncation: str | None = None, truncate_on_fetch: bool = True,
+                 truncation: str | None = None, truncate_on_fetch: bool | None = None,
                  quota: ReplicaQuota | None = None) -> None:
         self.broker_id = broker_id
         self.replica_manager = replica_manager
@@ -52,6 +53,9 @@ class ReplicaFetcherManager:
         self.endpoint_factory = endpoint_factory
         self.clock = clock
         self.truncation = truncation if truncation is not None else truncation_mode_of(config)
+        if truncate_on_fetch is None:  # IBP ≥ 2.7 unless the broker's config says otherwise
+            truncate_on_fetch = config.truncate_on_fetch if isinstance(config, ReplicaConfig) \
+                else True
         self.truncate_on_fetch = truncate_on_fetch
         self.quota = quota
         self.num_fetchers_per_broker = self.config.num_fetchers

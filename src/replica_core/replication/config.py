@@ -28,6 +28,9 @@ class ReplicaConfig:
     ``truncation`` is replica_core's own switch (not a Kafka name): ``"leader_epoch"`` is Kafka
     ≥ 2.0 (followers truncate by OffsetsForLeaderEpoch / diverging epochs), ``"high_watermark"``
     the pre-0.11 rule (truncate to the local HW on becoming follower) that KIP-101 replaced.
+    ``truncate_on_fetch`` is the inter-broker protocol's ``isTruncationOnFetchSupported`` (IBP
+    ≥ 2.7, KIP-595's diverging epochs in fetch responses); False models IBP 2.0–2.6, where a new
+    follower starts Truncating from its high watermark.
     """
 
     replica_lag_time_max_ms: int = 30_000
@@ -48,6 +51,7 @@ class ReplicaConfig:
     request_timeout_ms: int = 30_000
     max_incremental_fetch_session_cache_slots: int = 1_000
     truncation: str = TRUNCATION_LEADER_EPOCH
+    truncate_on_fetch: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

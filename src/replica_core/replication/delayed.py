@@ -48,8 +48,9 @@ class DelayedProduce(DelayedOperation):
 
     Partitions that failed locally are complete from the start; the others begin with
     REQUEST_TIMED_OUT (what they answer on expiry — the data stays in the log) and complete
-    when ``check_enough_replicas_reach_offset`` says so, or with NOT_LEADER_OR_FOLLOWER /
-    UNKNOWN_TOPIC_OR_PARTITION when the partition is no longer led here.
+    when ``check_enough_replicas_reach_offset`` says so, or with NOT_LEADER_OR_FOLLOWER when the
+    partition is no longer led or hosted here (UNKNOWN_TOPIC_OR_PARTITION when the broker's
+    metadata no longer knows it).
     """
 
     def __init__(self, delay_ms: int, status: dict[TopicPartition, ProducePartitionStatus],
@@ -73,8 +74,8 @@ class DelayedProduce(DelayedOperation):
             if not st.acks_pending:
                 continue
             partition = self.manager.get_partition(tp)
-            if partition is None:
-                done, error = False, Errors.UNKNOWN_TOPIC_OR_PARTITION
+            if partition is None:  # getPartitionOrError
+                done, error = False, self.manager.metadata_cache.error_for_unhosted(tp)
             else:
                 done, error = partition.check_enough_replicas_reach_offset(st.required_offset)
             if error != Errors.NONE or done:

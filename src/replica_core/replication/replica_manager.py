@@ -71,6 +71,7 @@ from replica_core.replication.messages import (
     ProducePartitionResponse,
     TopicPartition,
 )
+from replica_core.replication.metadata_cache import MetadataCache
 from replica_core.replication.partition import (
     ISOLATION_HIGH_WATERMARK,
     ISOLATION_LOG_END,
@@ -212,7 +213,8 @@ class ReplicaManager:
                  broker_epoch: int = 0, fetcher_manager: FetcherManagerLike | None = None,
                  isr_change_listener: Callable[[list[TopicPartition]], None] | None = None,
                  pure_kernels: bool | None = None,
-                 session_id_rng: np.random.Generator | None = None) -> None:
+                 session_id_rng: np.random.Generator | None = None,
+                 metadata_cache: MetadataCache | None = None) -> None:
         if config is None:
             config = ReplicaConfig()
         elif not isinstance(config, ReplicaConfig):
@@ -226,6 +228,7 @@ class ReplicaManager:
         self.fetcher_manager = fetcher_manager
         self.isr_change_listener = isr_change_listener
         self.controller_epoch = 0  # KafkaController.InitialControllerEpoch
+        self.metadata_cache = metadata_cache if metadata_cache is not None else MetadataCache()
         self.table = ReplicaStateTable(broker_id, replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                                        pure=pure_kernels)
         hooks = _PartitionHooks(self)
@@ -304,6 +307,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, Errors] = {}
         to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
+        self.metadata_cache.update(state.tp for state in request.partition_states)
         for state in request.partition_states:
             tp = state.tp
             partition = self._partitions.get(tp)
@@ -384,9 +388,12 @@ class ReplicaManager:
             self.fetcher_manager.add_fetcher_for_partitions(states)
 
     def initial_fetch_offset(self, log: Any) -> int:
-        """ReplicaManager.initialFetchOffset: the LEO if the log has leader epochs (truncation on
-        fetch, IBP ≥ 2.7), else the HW."""
-        if self.config.truncation != TRUNCATION_HIGH_WATERMARK and latest_epoch(log) is not None:
+        """ReplicaManager.initialFetchOffset: the LEO when truncation on fetch is supported (IBP
+        ≥ 2.7, ``truncate_on_fetch``) and the log has leader epochs, else the HW (IBP 2.0–2.6
+        and the high watermark truncation mode start Truncating from it)."""
+        cfg = self.config
+        if (cfg.truncation != TRUNCATION_HIGH_WATERMARK and cfg.truncate_on_fetch
+                and latest_epoch(log) is not None):
             return int(log.log_end_offset)
         return int(log.high_watermark)
 
@@ -397,17 +404,22 @@ class ReplicaManager:
             self.fetcher_manager.remove_fetcher_for_partitions(tps)
 
     def stop_replica(self, tp: TopicPartition, *, delete: bool = False) -> Errors:
-        """StopReplica: stop fetching and leading ``tp``; delete its log if asked."""
-        partition = self._partitions.pop(TopicPartition(*tp), None)
-        if partition is None:
+        """StopReplica (``stopPartitions``): stop fetching ``tp``; with ``delete`` also stop
+        hosting it (leadership and leader-side state dropped, waiting produce and fetch
+        answered) and delete its log. Without ``delete`` the partition stays hosted as it is,
+        as in Kafka (a follower of a broker in controlled shutdown keeps its replica)."""
+        tp = TopicPartition(*tp)
+        if tp not in self._partitions:
             return Errors.NONE
-        self._remove_fetchers([partition.tp])
+        self._remove_fetchers([tp])
+        if not delete:
+            return Errors.NONE
+        partition = self._partitions.pop(tp)
         partition.stop()
         self._leadership_gen += 1
-        self.produce_purgatory.check_and_complete(partition.tp)
-        self._try_complete_delayed_fetch(partition.tp)
-        if delete:
-            self.log_manager.delete_log(partition.tp.topic, partition.tp.partition)
+        self.produce_purgatory.check_and_complete(tp)
+        self._try_complete_delayed_fetch(tp)
+        self.log_manager.delete_log(tp.topic, tp.partition)
         return Errors.NONE
 
     # ---- produce (§6.8) ----------------------------------------------------------------------
@@ -450,7 +462,7 @@ class ReplicaManager:
                              ) -> tuple[ProducePartitionResponse, int]:
         partition = self._partitions.get(tp)
         if partition is None:
-            return ProducePartitionResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION), 0
+            return ProducePartitionResponse(self.metadata_cache.error_for_unhosted(tp)), 0
         try:
             appended = partition.append_records_to_leader(records, required_acks=acks,
                                                           origin=origin)
@@ -636,7 +648,7 @@ class ReplicaManager:
             tp = info.tp
             partition = partitions.get(tp)
             if partition is None:
-                results.append(LogReadResult(tp, Errors.UNKNOWN_TOPIC_OR_PARTITION))
+                results.append(LogReadResult(tp, self.metadata_cache.error_for_unhosted(tp)))
                 continue
             epoch = info.current_leader_epoch
             # Partition.localLogWithEpochOrThrow, inlined for the hot path: fencing, then role.
@@ -721,7 +733,8 @@ class ReplicaManager:
         for p in request.partitions:
             partition = self._partitions.get(p.tp)
             if partition is None:
-                out[p.tp] = EpochEndOffset(Errors.UNKNOWN_TOPIC_OR_PARTITION, NO_EPOCH, -1)
+                out[p.tp] = EpochEndOffset(self.metadata_cache.error_for_unhosted(p.tp),
+                                           NO_EPOCH, -1)
             else:
                 out[p.tp] = partition.last_offset_for_leader_epoch(
                     p.current_leader_epoch, p.leader_epoch, fetch_only_from_leader=True)
@@ -741,7 +754,7 @@ class ReplicaManager:
         none = ListOffsetsResult(Errors.NONE, -1, -1, -1)
         partition = self._partitions.get(lp.tp)
         if partition is None:
-            return ListOffsetsResult(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+            return ListOffsetsResult(self.metadata_cache.error_for_unhosted(lp.tp), -1, -1, -1)
         log = partition.local_log_or_error(lp.current_leader_epoch, require_leader=True)
         if isinstance(log, Errors):
             return ListOffsetsResult(log, -1, -1, -1)

@@ -218,7 +218,7 @@ class ReplicaStateTable:
             kept[int(self.replica_id[p, r])] = {
                 name: getattr(self, name)[p, r] for name in _EMPTY_FOLLOWER + ("eligible",)}
         self.isr_state[p] = IsrState.COMMITTED
-        self._write_slots(p, replicas, isr_set, kept, eligible)
+        self._write_slots(p, replicas, isr_set, kept, eligible, new_follower_empty=True)
 
     def start_leader_epoch(self, p: int, leader_epoch: int, now_ms: int, *,
                            new_leader: bool) -> None:
@@ -264,7 +264,12 @@ class ReplicaStateTable:
             getattr(self, name)[p, :] = fill
 
     def _write_slots(self, p: int, replicas: list[int], isr: set[int],
-                     kept: dict[int, dict[str, Any]], eligible: Iterable[int] | None) -> None:
+                     kept: dict[int, dict[str, Any]], eligible: Iterable[int] | None, *,
+                     new_follower_empty: bool = False) -> None:
+        """Lay out row ``p``'s slots. A follower new to the row starts as Kafka's
+        ``ReplicaState.Empty`` when ``new_follower_empty`` (lastFetchLeaderLogEndOffset 0; a
+        replica added to a partition this broker keeps leading), else as after a new leader's
+        ``resetReplicaState`` (−1)."""
         followers = [b for b in replicas if b != self.broker_id]
         eligible_set = set(followers) if eligible is None else {int(b) for b in eligible}
         for name, _dtype, fill in _SLOT_COLUMNS:
@@ -282,6 +287,8 @@ class ReplicaStateTable:
                     self.eligible[p, r] = b in eligible_set
             else:
                 self.eligible[p, r] = b in eligible_set
+                if new_follower_empty:
+                    self.last_fetch_leader_leo[p, r] = 0
         self.n_replicas[p] = len(replicas)
 
     def _check(self, p: int) -> None:
