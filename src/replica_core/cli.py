@@ -15,20 +15,23 @@ from replica_core import __version__
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from replica_core.storage.dump import find_log_dirs, verify_log_dir
+    from replica_core.storage.dump import find_log_dirs, silence_closed_stdout, verify_log_dir
 
     status = 0
-    for root in args.paths:
-        log_dirs = find_log_dirs(root)
-        if not log_dirs:
-            print(f"{root}: no Kafka log directory found", file=sys.stderr)
-            status = 2
-            continue
-        for log_dir in log_dirs:
-            report = verify_log_dir(log_dir)
-            print(report.render(verbose=args.verbose))
-            if not report.ok:
-                status = 1
+    try:
+        for root in args.paths:
+            log_dirs = find_log_dirs(root)
+            if not log_dirs:
+                print(f"{root}: no Kafka log directory found", file=sys.stderr)
+                status = 2
+                continue
+            for log_dir in log_dirs:
+                report = verify_log_dir(log_dir)
+                print(report.render(verbose=args.verbose))
+                if not report.ok:
+                    status = 1
+    except BrokenPipeError:  # `verify ... | head`: stop quietly, keeping the status so far
+        silence_closed_stdout()
     return status
 
 
@@ -186,8 +189,13 @@ def _cmd_shard(args: argparse.Namespace) -> int:
 
 def _cmd_dump_log(argv: list[str]) -> int:
     from replica_core.storage.dump import main as dump_main
+    from replica_core.storage.dump import silence_closed_stdout
 
-    return dump_main(argv)
+    try:
+        return dump_main(argv)
+    except BrokenPipeError:  # `dump-log ... | head`: the reader has what it wanted
+        silence_closed_stdout()
+        return 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -282,7 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser(
         "dump-log",
-        help="print .log/.index/.timeindex files like Kafka's kafka-dump-log.sh",
+        help="print .log/.index/.timeindex/.snapshot/.checkpoint files like Kafka's "
+        "kafka-dump-log.sh, with its decoders (--offsets-decoder, --transaction-log-decoder, "
+        "--cluster-metadata-decoder)",
         add_help=False,
     )
     return parser

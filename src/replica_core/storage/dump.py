@@ -1,10 +1,15 @@
 """``replica-core dump-log`` and ``replica-core verify``: read-only views of Kafka log files.
 
-``dump-log`` prints segment, offset-index and time-index files line for line in the shape of
-Kafka's ``kafka-dump-log.sh`` (``kafka.tools.DumpLogSegments``) so the two outputs can be diffed.
-``verify`` checks a broker log directory (or one partition directory): framing and CRCs, offsets
-increasing across batches and segments, index and time-index entries, the checkpoint files and
-the leader-epoch checkpoint against the batches' epochs. Neither command writes anything.
+``dump-log`` prints segment, offset-index, time-index, producer-snapshot, transaction-index and
+KRaft checkpoint files line for line in the shape of Kafka's ``kafka-dump-log.sh``
+(``kafka.tools.DumpLogSegments``) so the two outputs can be diffed: legacy records with their
+``isValid``/``crc``, KRaft control records as JSON, and keys and values through the decoders of
+:mod:`replica_core.storage.dump_decoders` (``--offsets-decoder``, ``--transaction-log-decoder``,
+``--cluster-metadata-decoder``). ``verify`` checks a broker log directory (or one partition
+directory): framing and CRCs, offsets increasing across batches and segments, index and
+time-index entries (the written ones only: an index preallocated and left untrimmed by an unclean
+stop is read up to its last entry, :mod:`replica_core.storage.index_extent`), the checkpoint files
+and the leader-epoch checkpoint against the batches' epochs. Neither command writes anything.
 """
 from __future__ import annotations
 
@@ -15,12 +20,22 @@ import os
 import re
 import struct
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 import numpy as np
 
+from replica_core.errors import KafkaError
+from replica_core.storage.dump_decoders import (
+    DumpAbortError,
+    MessageParser,
+    RecordDecoder,
+    control_record_text,
+    parser_for,
+)
+from replica_core.storage.index_extent import IndexExtent, read_written_entries
 from replica_core.storage.segment import (
     COL_ATTRIBUTES,
     COL_BASE_OFFSET,
@@ -46,13 +61,10 @@ from replica_core.storage.segment import (
     last_offsets,
 )
 
-__all__ = ["main", "dump_file", "verify_log_dir", "find_log_dirs", "VerifyReport", "Finding"]
+__all__ = ["main", "dump_file", "verify_log_dir", "find_log_dirs", "VerifyReport", "Finding",
+           "RecordDecoder", "SegmentNameError", "silence_closed_stdout"]
 
 _CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-_CONTROL_TYPES = {
-    0: "ABORT", 1: "COMMIT", 2: "LEADER_CHANGE", 3: "SNAPSHOT_HEADER", 4: "SNAPSHOT_FOOTER",
-    5: "KRAFT_VERSION", 6: "KRAFT_VOTERS",
-}
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])
 _TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])
 _CHECKPOINTS = (
@@ -95,8 +107,26 @@ def _scan(buf: Any, size: int, check_crc: bool = True) -> tuple[np.ndarray, int,
     return batch_kernel().scan_batches(buf, 0, size, check_crc)
 
 
+class SegmentNameError(ValueError):
+    """A file whose name does not start with a base offset (``<offset>.log`` and the like)."""
+
+
+_LONG_NAME = re.compile(r"^[+-]?[0-9]+$")
+
+
 def _base_offset_of(path: str) -> int:
-    return int(os.path.basename(path).split(".", 1)[0])
+    """The base offset a segment or index file is named after: the digits before the first
+    ``.`` (``UnifiedLog.offsetFromFile``, a Java long)."""
+    name = os.path.basename(path)
+    stem = name.split(".", 1)[0]
+    if _LONG_NAME.match(stem):
+        value = int(stem)
+        if -(2**63) <= value < 2**63:
+            return value
+    suffix = name[name.find("."):] if "." in name else ""
+    raise SegmentNameError(
+        f"{name} is not named like a segment file: the name must be the base offset in digits "
+        f"followed by the suffix, e.g. 00000000000000000000{suffix}")
 
 
 def _java_bool(v: bool) -> str:
@@ -115,7 +145,15 @@ def _timestamp_type(magic: int, attributes: int) -> str:
     return "LogAppendTime" if attributes & 0x08 else "CreateTime"
 
 
-def _batch_line(h: np.ndarray, last: int, position: int) -> str:
+def _legacy_max_timestamp(buf: Any, h: np.ndarray) -> int:
+    """A v1 entry's timestamp (its batch's max timestamp, ``AbstractLegacyRecordBatch``), read
+    from the message at ``position + 18``; -1 for v0."""
+    if int(h[COL_MAGIC]) != 1 or int(h[COL_SIZE]) < 26:
+        return -1
+    return struct.unpack_from(">q", buf, int(h[COL_POSITION]) + 18)[0]
+
+
+def _batch_line(h: np.ndarray, last: int, position: int, legacy_max_ts: int = -1) -> str:
     magic = int(h[COL_MAGIC])
     attrs = int(h[COL_ATTRIBUTES])
     if magic >= 2:
@@ -136,7 +174,7 @@ def _batch_line(h: np.ndarray, last: int, position: int) -> str:
         max_ts = int(h[COL_MAX_TIMESTAMP])
     else:
         head = f"offset: {last}"
-        max_ts = int(h[COL_MAX_TIMESTAMP]) if magic == 1 else -1
+        max_ts = legacy_max_ts
     return (
         f"{head} position: {position} {_timestamp_type(magic, attrs)}: {max_ts} "
         f"size: {int(h[COL_SIZE])} magic: {magic} compresscodec: {_CODECS.get(attrs & 0x07, 'unknown')} "
@@ -153,6 +191,33 @@ class _Record:
     value: bytes | None
     header_keys: list[str]
     sequence: int
+    legacy_check: tuple[bool, int] | None = None  # (isValid, stored crc) of a v0/v1 record
+
+
+def _legacy_checks(batch: bytes) -> list[tuple[bool, int]]:
+    """(isValid, checksum) of each record of a v0/v1 entry, as ``DumpLogSegments`` prints them:
+    the entry itself when uncompressed, else each inner message of the decompressed wrapper
+    (``LegacyRecord.isValid``: CRC-32 of the message from its magic byte on)."""
+    from replica_core.records.compression import codec_id, decompress
+    from replica_core.records.legacy import parse_legacy_message
+
+    crc = struct.unpack_from(">I", batch, 12)[0]
+    codec = batch[17] & 0x07
+    if codec == 0:
+        return [(zlib.crc32(batch[16:]) == crc, crc)]
+    msg = parse_legacy_message(memoryview(batch))
+    payload = batch[msg.value_pos:msg.value_pos + max(msg.value_len, 0)]
+    blob = decompress(codec_id(codec), payload, legacy_v0=msg.magic == 0)
+    out = []
+    p = 0
+    while len(blob) - p >= 12:
+        length = struct.unpack_from(">i", blob, p + 8)[0]
+        if length < 14 or length > len(blob) - p - 12:
+            break
+        inner_crc = struct.unpack_from(">I", blob, p + 12)[0]
+        out.append((zlib.crc32(blob[p + 16:p + 12 + length]) == inner_crc, inner_crc))
+        p += 12 + length
+    return out
 
 
 def _iter_records(batch: bytes) -> Iterator[_Record]:
@@ -162,13 +227,16 @@ def _iter_records(batch: bytes) -> Iterator[_Record]:
     magic = b.magic
     base_seq = b.base_sequence if magic >= 2 else -1
     base = b.base_offset
-    for r in b:
+    records = list(b)
+    checks: list[tuple[bool, int]] | list[None] = [None] * len(records)
+    if magic < 2:
+        checks = _legacy_checks(batch)
+        if len(checks) != len(records):
+            raise ValueError(f"{len(records)} records but {len(checks)} inner messages")
+    for r, check in zip(records, checks, strict=True):
         seq = -1 if base_seq < 0 else sequence_add(base_seq, r.offset - base)
-        yield _Record(r.offset, r.timestamp, r.key, r.value, [k for k, _ in r.headers], seq)
-
-
-def _decode_text(data: bytes) -> str:
-    return data.decode("utf-8", "replace")
+        yield _Record(r.offset, r.timestamp, r.key, r.value, [k for k, _ in r.headers], seq,
+                      check)
 
 
 # --- dump-log ----------------------------------------------------------------------------
@@ -182,8 +250,40 @@ class _DumpState:
     failed: bool = False
 
 
-def _dump_log(path: str, out: IO[str], state: _DumpState, *, deep: bool, print_data: bool,
-              skip_record_metadata: bool, max_bytes: int) -> None:
+def _record_line(r: _Record, magic: int, ts_type: str, control: bool, *, print_data: bool,
+                 skip_record_metadata: bool, parser: MessageParser) -> str:
+    """One ``| offset: ...`` line, field for field as ``DumpLogSegments.dumpLog`` prints it."""
+    parts: list[str] = []
+    prefix = "| "
+    if not skip_record_metadata:
+        parts.append(f"{prefix}offset: {r.offset} {ts_type}: {r.timestamp} "
+                     f"keySize: {-1 if r.key is None else len(r.key)} "
+                     f"valueSize: {-1 if r.value is None else len(r.value)}")
+        prefix = " "
+        if magic >= 2:
+            parts.append(f" sequence: {r.sequence} headerKeys: [{','.join(r.header_keys)}]")
+        if r.legacy_check is not None:
+            parts.append(f" isValid: {_java_bool(r.legacy_check[0])} crc: {r.legacy_check[1]}}}")
+        if control:
+            parts.append(_control_suffix(r))
+    if print_data and not control:
+        key, payload = parser(_as_record(r))
+        if key is not None:
+            parts.append(f"{prefix}key: {key}")
+        if payload is not None:
+            parts.append(f" payload: {payload}")
+    return "".join(parts)
+
+
+def _as_record(r: _Record) -> Any:
+    from replica_core.records.record import Record
+
+    return Record(r.offset, r.timestamp, r.key, r.value, [])
+
+
+def _dump_log(path: str, out: IO[str], err: IO[str], state: _DumpState, *, deep: bool,
+              print_data: bool, skip_record_metadata: bool, max_bytes: int,
+              parser: MessageParser) -> None:
     name = os.path.basename(path)
     if path.endswith(LOG_FILE_SUFFIX):
         out.write(f"Log starting offset: {_base_offset_of(path)}\n")
@@ -201,7 +301,7 @@ def _dump_log(path: str, out: IO[str], state: _DumpState, *, deep: bool, print_d
         for i in range(len(headers)):
             h = headers[i]
             pos = int(h[COL_POSITION])
-            out.write(_batch_line(h, int(last[i]), pos) + "\n")
+            out.write(_batch_line(h, int(last[i]), pos, _legacy_max_timestamp(f.buf, h)) + "\n")
             if not deep:
                 continue
             attrs = int(h[COL_ATTRIBUTES])
@@ -211,7 +311,7 @@ def _dump_log(path: str, out: IO[str], state: _DumpState, *, deep: bool, print_d
             batch = bytes(f.buf[pos : pos + int(h[COL_SIZE])])
             try:
                 records = list(_iter_records(batch))
-            except Exception as e:  # noqa: BLE001 - report and keep dumping, like a corrupt batch
+            except (KafkaError, ValueError, struct.error) as e:
                 out.write(f"| <cannot decode records: {e}>\n")
                 state.failed = True
                 continue
@@ -221,25 +321,13 @@ def _dump_log(path: str, out: IO[str], state: _DumpState, *, deep: bool, print_d
                         (last_record_offset, r.offset)
                     )
                 last_record_offset = r.offset
-                line = "| "
-                sep = ""
-                if not skip_record_metadata:
-                    line += (
-                        f"offset: {r.offset} {ts_type}: {r.timestamp} "
-                        f"keySize: {-1 if r.key is None else len(r.key)} "
-                        f"valueSize: {-1 if r.value is None else len(r.value)}"
-                    )
-                    if magic >= 2:
-                        line += f" sequence: {r.sequence} headerKeys: [{','.join(r.header_keys)}]"
-                    if control:
-                        line += _control_suffix(r)
-                    sep = " "
-                if print_data and not control:
-                    if r.key is not None:
-                        line += f"{sep}key: {_decode_text(r.key)}"
-                        sep = " "
-                    if r.value is not None:
-                        line += f" payload: {_decode_text(r.value)}"
+                try:
+                    line = _record_line(r, magic, ts_type, control, print_data=print_data,
+                                        skip_record_metadata=skip_record_metadata, parser=parser)
+                except DumpAbortError as e:
+                    err.write(f"Could not dump {path}: {e}\n")
+                    state.failed = True
+                    return
                 out.write(line + "\n")
         trailing = f.size - valid
         if trailing > 0 and max_bytes >= f.size:
@@ -247,33 +335,49 @@ def _dump_log(path: str, out: IO[str], state: _DumpState, *, deep: bool, print_d
 
 
 def _control_suffix(r: _Record) -> str:
-    key = r.key or b""
-    if len(key) < 4:
-        return " controlType: UNKNOWN(-1)"
-    type_id = struct.unpack_from(">h", key, 2)[0]
-    name = _CONTROL_TYPES.get(type_id, "UNKNOWN")
-    if type_id in (0, 1) and r.value is not None and len(r.value) >= 6:
-        coordinator_epoch = struct.unpack_from(">i", r.value, 2)[0]
-        return f" endTxnMarker: {name} coordinatorEpoch: {coordinator_epoch}"
-    return f" controlType: {name}({type_id})"
+    """What the record line shows of a control record (``DumpLogSegments.dumpLog``): the
+    end-transaction marker, the KRaft control record as JSON, or ``controlType: NAME(id)``."""
+    from replica_core.records.control import (
+        ControlRecordType,
+        control_record_type,
+        decode_end_txn_marker,
+    )
+
+    try:
+        ctype = control_record_type(r.key)
+        type_id = struct.unpack_from(">h", r.key or b"", 2)[0]
+        if ctype in (ControlRecordType.ABORT, ControlRecordType.COMMIT):
+            marker = decode_end_txn_marker(r.key, r.value)
+            return (f" endTxnMarker: {marker.control_type.name} "
+                    f"coordinatorEpoch: {marker.coordinator_epoch}")
+    except KafkaError as e:
+        raise DumpAbortError(f"control record at offset {r.offset}: {e}") from e
+    text = control_record_text(type_id, r.value)
+    if text is not None:
+        return text
+    return f" controlType: {ctype.name}({type_id})"
 
 
-def _read_entries(path: str, dtype: np.dtype) -> np.ndarray:
-    with open(path, "rb") as fh:
-        raw = fh.read()
-    n = len(raw) // dtype.itemsize
-    return np.frombuffer(raw, dtype=dtype, count=n)
+def _slot(fh: Any, i: int, dtype: np.dtype) -> np.void:
+    raw = os.pread(fh.fileno(), dtype.itemsize, i * dtype.itemsize)
+    return np.frombuffer(raw, dtype=dtype, count=1)[0]
 
 
 def _sanity_check(path: str, time_index: bool) -> str | None:
-    """Kafka's ``sanityCheck`` for an index file; the failure message or None."""
+    """Kafka's ``sanityCheck`` for an index file; the failure message or None. As Kafka counts
+    every slot of the file it opens, the last entry is the last slot: the first and last slots
+    are all it reads (a preallocated file's zero slot passes, as in Kafka)."""
     base = _base_offset_of(path)
     size = os.path.getsize(path)
+    dtype = _TIME_ENTRY if time_index else _OFFSET_ENTRY
+    slots = size // dtype.itemsize
+    with open(path, "rb") as fh:
+        first = _slot(fh, 0, dtype) if slots else None
+        last = _slot(fh, slots - 1, dtype) if slots else None
     if time_index:
-        entries = _read_entries(path, _TIME_ENTRY)
-        if len(entries):
-            first_ts, last_ts = int(entries["ts"][0]), int(entries["ts"][-1])
-            last_off = base + int(entries["rel"][-1])
+        if first is not None and last is not None:
+            first_ts, last_ts = int(first["ts"]), int(last["ts"])
+            last_off = base + int(last["rel"])
             if last_ts < first_ts:
                 return (f"Corrupt time index found, time index file ({path}) has non-zero size but "
                         f"the last timestamp is {last_ts} which is less than the first timestamp {first_ts}")
@@ -283,13 +387,19 @@ def _sanity_check(path: str, time_index: bool) -> str | None:
         if size % 12:
             return f"Time index file {path} is corrupt, found {size} bytes which is neither positive nor a multiple of 12."
     else:
-        entries = _read_entries(path, _OFFSET_ENTRY)
-        if len(entries) and base + int(entries["rel"][-1]) < base:
+        if last is not None and base + int(last["rel"]) < base:
             return (f"Corrupt index found, index file ({path}) has non-zero size but the last offset "
-                    f"is {base + int(entries['rel'][-1])} which is less than the base offset {base}")
+                    f"is {base + int(last['rel'])} which is less than the base offset {base}")
         if size % 8:
             return f"Index file {path} is corrupt, found {size} bytes which is neither positive nor a multiple of 8."
     return None
+
+
+def _fill_legacy_max_timestamps(buf: Any, headers: np.ndarray) -> None:
+    """Set ``COL_MAX_TIMESTAMP`` of v1 entries to the message timestamp (a v1 batch's max
+    timestamp in Kafka), whatever the scan kernel left there."""
+    for r in np.flatnonzero(headers[:, COL_MAGIC] == 1).tolist():
+        headers[r, COL_MAX_TIMESTAMP] = _legacy_max_timestamp(buf, headers[r])
 
 
 def _segment_headers(log_path: str) -> tuple[np.ndarray, np.ndarray]:
@@ -297,14 +407,17 @@ def _segment_headers(log_path: str) -> tuple[np.ndarray, np.ndarray]:
         return np.empty((0, 15), dtype=np.int64), np.empty(0, dtype=np.int64)
     with _Bytes(log_path) as f:
         headers, _, _ = _scan(f.buf, f.size, False)
+        _fill_legacy_max_timestamps(f.buf, headers)
     return headers, last_offsets(headers)
 
 
 def _dump_index(path: str, out: IO[str], err: IO[str], state: _DumpState, *,
                 sanity_only: bool, verify_only: bool) -> None:
     base = _base_offset_of(path)
-    entries = _read_entries(path, _OFFSET_ENTRY)
-    if len(entries) == 0:
+    # Kafka counts every slot; its walk stops at the first zero entry after slot 0, so the
+    # written entries (at least slot 0) are all it can print
+    entries, extent = read_written_entries(path, _OFFSET_ENTRY, at_least_one=True)
+    if extent.slots == 0:
         out.write(f"{path} is empty.\n")
         return
     if sanity_only:
@@ -342,7 +455,7 @@ def _dump_time_index(path: str, out: IO[str], err: IO[str], state: _DumpState, *
         else:
             out.write(f"{path} passed sanity check.\n")
         return
-    entries = _read_entries(path, _TIME_ENTRY)
+    entries, _extent = read_written_entries(path, _TIME_ENTRY, at_least_one=True)
     stem = path[: -len(TIME_INDEX_FILE_SUFFIX)]
     headers, last = _segment_headers(stem + LOG_FILE_SUFFIX)
     apath = os.path.abspath(path)
@@ -423,9 +536,10 @@ def _dump_txn_index(path: str, out: IO[str], err: IO[str], state: _DumpState) ->
 
 
 def _print_errors(state: _DumpState, err: IO[str]) -> None:
+    # the index mismatches and non-consecutive pairs are lists Kafka prepends to: newest first
     for name, pairs in state.index_mismatches.items():
         err.write(f"Mismatches in :{name}\n")
-        for idx, logo in pairs:
+        for idx, logo in reversed(pairs):
             err.write(f"  Index offset: {idx}, log offset: {logo}\n")
     for name, pairs in state.time_mismatches.items():
         err.write(f"Found timestamp mismatch in :{name}\n")
@@ -441,7 +555,7 @@ def _print_errors(state: _DumpState, err: IO[str]) -> None:
             err.write(f"Indexed offset: {a}, found log offset: {b}\n")
     for name, pairs in state.non_consecutive.items():
         err.write(f"Non-consecutive offsets in {name}\n")
-        for a, b in pairs:
+        for a, b in reversed(pairs):
             err.write(f"  {a} is followed by {b}\n")
 
 
@@ -456,27 +570,32 @@ def dump_file(
     verify_index_only: bool = False,
     skip_record_metadata: bool = False,
     max_bytes: int = INT32_MAX,
+    decoder: RecordDecoder = RecordDecoder.STRING,
 ) -> bool:
-    """Dump one file like ``kafka-dump-log.sh``; False if it could not be dumped cleanly."""
+    """Dump one file like ``kafka-dump-log.sh``; False if it could not be dumped cleanly.
+
+    A ``decoder`` other than STRING implies ``print_data`` (as Kafka's decoder options do)."""
     out = out or sys.stdout
     err = err or sys.stderr
     state = _DumpState()
+    print_data = print_data or decoder is not RecordDecoder.STRING
     _dump_one(path, out, err, state, deep=deep_iteration or print_data, print_data=print_data,
               sanity=index_sanity_check, verify=verify_index_only,
-              skip_meta=skip_record_metadata, max_bytes=max_bytes)
+              skip_meta=skip_record_metadata, max_bytes=max_bytes, parser=parser_for(decoder))
     _print_errors(state, err)
     return not state.failed
 
 
 def _dump_one(path: str, out: IO[str], err: IO[str], state: _DumpState, *, deep: bool,
-              print_data: bool, sanity: bool, verify: bool, skip_meta: bool, max_bytes: int) -> None:
+              print_data: bool, sanity: bool, verify: bool, skip_meta: bool, max_bytes: int,
+              parser: MessageParser) -> None:
     out.write(f"Dumping {path}\n")
     name = os.path.basename(path)
     suffix = name[name.rfind("."):] if "." in name else ""
     try:
         if suffix in (LOG_FILE_SUFFIX, _KRAFT_SNAPSHOT_SUFFIX):
-            _dump_log(path, out, state, deep=deep, print_data=print_data,
-                      skip_record_metadata=skip_meta, max_bytes=max_bytes)
+            _dump_log(path, out, err, state, deep=deep, print_data=print_data,
+                      skip_record_metadata=skip_meta, max_bytes=max_bytes, parser=parser)
         elif suffix == INDEX_FILE_SUFFIX:
             _dump_index(path, out, err, state, sanity_only=sanity, verify_only=verify)
         elif suffix == TIME_INDEX_FILE_SUFFIX:
@@ -487,16 +606,19 @@ def _dump_one(path: str, out: IO[str], err: IO[str], state: _DumpState, *, deep:
             _dump_txn_index(path, out, err, state)
         else:
             err.write(f"Ignoring unknown file {path}\n")
+    except BrokenPipeError:
+        raise  # the reader of stdout went away: not this file's fault (see silence_closed_stdout)
     except (OSError, ValueError) as e:
-        err.write(f"Could not dump {path}: {e}\n")
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else e
+        err.write(f"Could not dump {path}: {reason}\n")
         state.failed = True
 
 
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="replica-core dump-log",
-        description="Print Kafka .log, .index and .timeindex files in the format of "
-        "kafka-dump-log.sh (kafka.tools.DumpLogSegments).",
+        description="Print Kafka .log, .index, .timeindex, .snapshot, .txnindex and KRaft "
+        ".checkpoint files in the format of kafka-dump-log.sh (kafka.tools.DumpLogSegments).",
     )
     p.add_argument("files", nargs="*", metavar="FILE", help="segment, index or time index files")
     p.add_argument("--files", dest="files_opt", default=None,
@@ -504,6 +626,15 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deep-iteration", action="store_true", help="print every record")
     p.add_argument("--print-data", "--print-data-log", dest="print_data", action="store_true",
                    help="print keys and values as UTF-8 (implies --deep-iteration)")
+    decoders = p.add_argument_group(
+        "decoders", "print keys and values as Kafka's internal topics store them (each implies "
+        "--print-data-log; the first given of these wins, in this order)")
+    decoders.add_argument("--offsets-decoder", action="store_true",
+                          help="__consumer_offsets: offset commits and group metadata as JSON")
+    decoders.add_argument("--transaction-log-decoder", action="store_true",
+                          help="__transaction_state: transactional ids and their metadata")
+    decoders.add_argument("--cluster-metadata-decoder", action="store_true",
+                          help="KRaft __cluster_metadata records as JSON")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only run the startup sanity check on index files")
     p.add_argument("--verify-index-only", action="store_true",
@@ -516,8 +647,20 @@ def _build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _decoder_of(args: argparse.Namespace) -> RecordDecoder:
+    # DumpLogSegmentsOptions.messageParser: offsets, then transaction log, then cluster metadata
+    if args.offsets_decoder:
+        return RecordDecoder.OFFSETS
+    if args.transaction_log_decoder:
+        return RecordDecoder.TRANSACTION_LOG
+    if args.cluster_metadata_decoder:
+        return RecordDecoder.CLUSTER_METADATA
+    return RecordDecoder.STRING
+
+
 def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
-    """``replica-core dump-log FILE... [--deep-iteration] [--print-data] [--index-sanity-check]
+    """``replica-core dump-log FILE... [--deep-iteration] [--print-data-log] [--offsets-decoder |
+    --transaction-log-decoder | --cluster-metadata-decoder] [--index-sanity-check]
     [--verify-index-only]``. Exit 0 on success, 1 if a file failed, 2 on usage errors."""
     parser = _build_parser()
     try:
@@ -533,14 +676,28 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
         return 2
     out = out or sys.stdout
     err = err or sys.stderr
+    decoder = _decoder_of(args)
+    print_data = args.print_data or decoder is not RecordDecoder.STRING
     state = _DumpState()
     for path in files:
-        _dump_one(path, out, err, state, deep=args.deep_iteration or args.print_data,
-                  print_data=args.print_data, sanity=args.index_sanity_check,
+        _dump_one(path, out, err, state, deep=args.deep_iteration or print_data,
+                  print_data=print_data, sanity=args.index_sanity_check,
                   verify=args.verify_index_only, skip_meta=args.skip_record_metadata,
-                  max_bytes=args.max_bytes)
+                  max_bytes=args.max_bytes, parser=parser_for(decoder))
     _print_errors(state, err)
     return 1 if state.failed else 0
+
+
+def silence_closed_stdout() -> None:
+    """After a ``BrokenPipeError`` on stdout (``dump-log ... | head``): point stdout at
+    ``/dev/null`` so that what is still buffered, and the interpreter's final flush, go nowhere
+    instead of raising again; the command then ends quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 # --- verify --------------------------------------------------------------------------------
@@ -702,6 +859,7 @@ def _verify_segment(report: VerifyReport, part: _Partition, summary: PartitionSu
     base = _base_offset_of(log_path)
     with _Bytes(log_path) as f:
         headers, valid, stop = _scan(f.buf, f.size, True)
+        _fill_legacy_max_timestamps(f.buf, headers)
         size = f.size
     summary.bytes += size
     summary.batches += len(headers)
@@ -748,6 +906,16 @@ def _verify_segment(report: VerifyReport, part: _Partition, summary: PartitionSu
     return (int(last[-1]) if len(last) else prev_last), headers, last
 
 
+def _note_preallocated(report: VerifyReport, where: str, extent: IndexExtent) -> None:
+    """A warning for an index Kafka preallocated and never trimmed (an unclean stop). Its zero
+    slots are not entries -- nor is an all-zero slot 0 -- so they are neither read nor checked;
+    Kafka loads such files as they are."""
+    if extent.preallocated:
+        report.add("warning", where, f"preallocated, {extent.entries} of {extent.slots} slots "
+                   "written; the zero slots after them are not entries (not trimmed: the broker "
+                   "did not shut down cleanly)")
+
+
 def _verify_indexes(report: VerifyReport, part: _Partition, log_path: str, headers: np.ndarray,
                     last: np.ndarray, is_last_segment: bool) -> None:
     base = _base_offset_of(log_path)
@@ -763,16 +931,11 @@ def _verify_indexes(report: VerifyReport, part: _Partition, log_path: str, heade
         size = os.path.getsize(idx_path)
         if size % 8:
             report.add("error", where, f"{size} bytes is not a multiple of 8")
-        entries = _read_entries(idx_path, _OFFSET_ENTRY)
+        entries, extent = read_written_entries(idx_path, _OFFSET_ENTRY)
+        _note_preallocated(report, where, extent)
         rel = entries["rel"].astype(np.int64)
         pos = entries["pos"].astype(np.int64)
         n = len(rel)
-        zero_tail = np.flatnonzero(rel[1:] == 0)
-        if zero_tail.size:
-            n = int(zero_tail[0]) + 1
-            report.add("warning", where, f"{len(rel) - n} zero-filled preallocated entries after entry "
-                       f"{n} (not trimmed: the broker did not shut down cleanly)")
-        rel, pos = rel[:n], pos[:n]
         offs = base + rel
         if n:
             if np.any(np.diff(offs) <= 0):
@@ -799,15 +962,12 @@ def _verify_indexes(report: VerifyReport, part: _Partition, log_path: str, heade
         size = os.path.getsize(tidx_path)
         if size % 12:
             report.add("error", where, f"{size} bytes is not a multiple of 12")
-        entries = _read_entries(tidx_path, _TIME_ENTRY)
+        entries, extent = read_written_entries(tidx_path, _TIME_ENTRY)
+        _note_preallocated(report, where, extent)
         ts = entries["ts"].astype(np.int64)
         rel = entries["rel"].astype(np.int64)
         n = len(ts)
-        zero_tail = np.flatnonzero((rel[1:] == 0) & (ts[1:] == 0))
-        if zero_tail.size:
-            n = int(zero_tail[0]) + 1
-            report.add("warning", where, f"{len(ts) - n} zero-filled preallocated entries")
-        ts, offs = ts[:n], base + rel[:n]
+        offs = base + rel
         if n:
             if np.any(np.diff(ts) <= 0):
                 report.add("error", where, "timestamps are not strictly increasing")
