@@ -36,3 +36,15 @@ def fixture_logs() -> Path:
     if not FIXTURE_LOGS.is_dir():
         pytest.fail(f"Kafka fixture logs not found at {FIXTURE_LOGS}")
     return FIXTURE_LOGS
+
+
+@pytest.fixture(params=["inprocess", "sim"])
+def fetcher_transport(request, monkeypatch) -> str:
+    """Run a ``FetcherCluster`` test under each transport: ``inprocess`` (the leader's
+    ReplicaManager called directly) and ``sim`` (the simulator's SimLeaderEndPoint across an
+    event loop and network). A module opts in with ``pytest.mark.usefixtures``; a test that
+    cannot run over the network narrows it with ``fetcher_cluster.inprocess_only(reason)``."""
+    import fetcher_cluster
+
+    monkeypatch.setattr(fetcher_cluster.FetcherCluster, "default_transport", request.param)
+    return request.param

@@ -1,7 +1,20 @@
-"""Brokers wired in-process for the fetcher tests: real Logs on one MemoryMedium, one
-ReplicaManager per broker, each with a ReplicaFetcherManager whose fetchers reach the leader's
-ReplicaManager through an InProcessLeaderEndPoint. The controller is the test: it sends
-LeaderAndIsr by hand and accepts every AlterPartition at once. Time is one ManualClock.
+"""Brokers for the fetcher tests: real Logs on one MemoryMedium, one ReplicaManager per broker,
+each with a ReplicaFetcherManager whose fetchers reach the leader's ReplicaManager through a
+transport. The controller is the test: it sends LeaderAndIsr by hand and accepts every
+AlterPartition at once. Time is one ManualClock.
+
+Transports (``transport=``, default :attr:`FetcherCluster.default_transport`):
+
+* ``"inprocess"``: an InProcessLeaderEndPoint calls the leader's ReplicaManager directly.
+* ``"sim"``: the simulator's SimLeaderEndPoint carries each request across a simulated network
+  with a fixed latency on an event loop whose clock is the cluster's (see ``sim_transport``).
+
+Either way ``step`` is one complete fetch round per fetcher: a request's answer is processed
+before its ``do_work`` returns, unless the leader parks the fetch (long polling); ``advance``
+moves the clock (and runs what falls due on the loop), then ticks every live broker.
+
+The ``fetcher_transport`` fixture (conftest) runs a test under each transport;
+:func:`inprocess_only` narrows a test to the in-process one, with the reason.
 
 A broker can be stopped (its endpoint then fails like a dead socket and it is never stepped) and
 restarted (ReplicaManager and LogManager shut down and reopened over the same medium).
@@ -10,6 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import pytest
+from sim_transport import SimTransport
 
 from replica_core.clock import ManualClock
 from replica_core.errors import Errors
@@ -30,6 +46,15 @@ from replica_core.storage.medium import MemoryMedium
 
 START_MS = 1_700_000_000_000
 TP = TopicPartition("t", 0)
+TRANSPORTS = ("inprocess", "sim")
+
+
+def inprocess_only(reason: str) -> Any:
+    """Mark a test of a ``fetcher_transport`` module to run in-process only; ``reason`` says
+    why (it must: the exclusions are reported)."""
+    if not reason.strip():
+        raise ValueError("say why the test cannot run over the simulator's transport")
+    return pytest.mark.parametrize("fetcher_transport", ["inprocess"], indirect=True)
 
 
 class BrokerDown(ConnectionError):
@@ -52,14 +77,28 @@ class _BrokerRef:
 class FetcherCluster:
     """Brokers ``brokers`` sharing a ManualClock and a MemoryMedium."""
 
+    default_transport = "inprocess"
+    """The transport of clusters built without ``transport=`` (the fixture sets it)."""
+
     def __init__(self, brokers: Sequence[int] = (0, 1, 2), *, log_config: Any = None,
-                 truncate_on_fetch: bool = True, **config: Any) -> None:
-        self.clock = ManualClock(START_MS)
+                 truncate_on_fetch: bool = True, transport: str | None = None,
+                 **config: Any) -> None:
+        transport = self.default_transport if transport is None else transport
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.medium = MemoryMedium()
         # Fetches are answered at once unless a test asks for long polling: each ``step`` is
         # then one complete fetch round trip per fetcher.
         config.setdefault("replica_fetch_wait_max_ms", 0)
         self.config = ReplicaConfig(truncate_on_fetch=truncate_on_fetch, **config)
+        self.transport = transport
+        self.sim: SimTransport | None = None
+        if transport == "sim":
+            self.sim = SimTransport(self._serving, start_ms=START_MS,
+                                    socket_timeout_ms=self.config.replica_socket_timeout_ms)
+            self.clock = self.sim.clock
+        else:
+            self.clock = ManualClock(START_MS)
         self.log_config = log_config
         self.truncate_on_fetch = truncate_on_fetch
         self.broker_ids = list(brokers)
@@ -81,26 +120,38 @@ class FetcherCluster:
         rm = ReplicaManager(b, lm, self.config, clock=self.clock,
                             alter_partition=self._alter_partition,
                             broker_epoch=self.broker_epochs[b])
-        rm.fetcher_manager = ReplicaFetcherManager(
+        make_manager = ReplicaFetcherManager if self.sim is None else self.sim.fetcher_manager
+        rm.fetcher_manager = make_manager(
             b, rm, self.config, lambda leader, b=b: self.endpoint(leader, b), clock=self.clock,
             truncate_on_fetch=self.truncate_on_fetch)
         self.log_managers[b] = lm
         self.rms[b] = rm
         self.alive.add(b)
+        if self.sim is not None:
+            self.sim.started(b)
 
     def stop(self, b: int, *, clean: bool = True) -> None:
         """Shut broker ``b`` down (HWs checkpointed when ``clean``); its data stays on the medium."""
         self.rms[b].shutdown(clean=clean)
         self.log_managers[b].shutdown()
         self.alive.discard(b)
+        if self.sim is not None:
+            self.sim.stopped(b)
 
     def restart(self, b: int) -> None:
         self.stop(b)
         self.start(b)
 
-    def endpoint(self, leader: int, follower: int) -> InProcessLeaderEndPoint:
+    def endpoint(self, leader: int, follower: int) -> Any:
+        """``follower``'s endpoint to ``leader`` over this cluster's transport."""
+        if self.sim is not None:
+            return self.sim.endpoint(leader, follower)
         return InProcessLeaderEndPoint(_BrokerRef(self, leader), follower,
                                        self.broker_epochs[follower])
+
+    def _serving(self, b: int) -> ReplicaManager | None:
+        """The ReplicaManager broker ``b`` runs now; None while it is down."""
+        return self.rms.get(b) if b in self.alive else None
 
     def rm(self, b: int) -> ReplicaManager:
         return self.rms[b]
@@ -167,7 +218,10 @@ class FetcherCluster:
                 self.fm(b).do_work()
 
     def advance(self, ms: int) -> None:
-        self.clock.advance(ms)
+        if self.sim is not None:
+            self.sim.advance(ms)
+        else:
+            self.clock.advance(ms)
         for b in sorted(self.alive):
             self.rms[b].tick()
 

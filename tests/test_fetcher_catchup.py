@@ -23,6 +23,8 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 
+pytestmark = pytest.mark.usefixtures("fetcher_transport")
+
 
 def joining_follower(batches: int, **config) -> FetcherCluster:
     """Broker 0 leads TP alone (ISR {0}, so its HW is its LEO) with ``batches`` batches of one

@@ -12,6 +12,8 @@ from replica_core.errors import Errors
 from replica_core.fetcher import FETCHING, TRUNCATING, InitialFetchState
 from replica_core.replication.messages import EpochEndOffset
 
+pytestmark = pytest.mark.usefixtures("fetcher_transport")
+
 BOTH = pytest.mark.parametrize("truncate_on_fetch", [True, False], ids=["on-fetch", "epoch-rpc"])
 
 

@@ -15,6 +15,8 @@ from replica_core.errors import Errors, FencedLeaderEpochError, KafkaStorageErro
 from replica_core.fetcher import FETCHING, TRUNCATING, InitialFetchState
 from replica_core.replication.messages import EpochEndOffset, FetchResponse, TopicPartition
 
+pytestmark = pytest.mark.usefixtures("fetcher_transport")
+
 
 def leader_and_follower(n: int = 3, **config) -> FetcherCluster:
     """Broker 1 follows TP from broker 0 and has caught up with ``n`` one-record batches."""

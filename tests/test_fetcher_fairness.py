@@ -8,6 +8,8 @@ from replica_core.errors import KafkaStorageError
 from replica_core.fetcher import FETCHING, ReplicationQuota
 from replica_core.replication.messages import NO_EPOCH, TopicPartition
 
+pytestmark = pytest.mark.usefixtures("fetcher_transport")
+
 P = [TopicPartition("t", i) for i in range(3)]
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from fetcher_cluster import FetcherCluster
 
 from replica_core.errors import Errors
 from replica_core.fetcher.fetch_session_handler import FetchSessionHandler
 from replica_core.fetcher.fetcher import ReplicaFetcher
 from replica_core.replication.fetch_metadata import FetchMetadata
 from replica_core.replication.messages import FetchPartition, TopicPartition
-from tests.fetcher_cluster import FetcherCluster
 
 TPS = [TopicPartition(t, p) for t in ("a", "b", "c") for p in range(4)]
 
@@ -101,6 +101,7 @@ def _checking_build_changes(self, changed, due, now):
 _ORIGINAL = ReplicaFetcher._build_changes
 
 
+@pytest.mark.usefixtures("fetcher_transport")
 @pytest.mark.parametrize("seed", range(8))
 def test_fetcher_incremental_requests_equal_the_full_pass(monkeypatch, seed):
     monkeypatch.setattr(ReplicaFetcher, "_build_changes", _checking_build_changes)
@@ -148,6 +149,7 @@ def _live_leader(c: FetcherCluster, tp: TopicPartition) -> int:
         return sorted(c.alive)[0]
 
 
+@pytest.mark.usefixtures("fetcher_transport")
 def test_log_start_move_alone_is_sent_in_the_next_incremental_fetch():
     c = FetcherCluster((0, 1))
     tp = TPS[0]

@@ -294,6 +294,7 @@ FETCHER_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("fetcher_transport")
 @pytest.mark.parametrize("case", FETCHER_CASES, ids=lambda f: f.__name__.removeprefix("test_"))
 def test_fetcher_rules_hold_on_columnar_states(monkeypatch, kernel_impl, case):
     """The fetcher only talks to its states through PartitionStates' methods, so Kafka's rules

@@ -220,6 +220,13 @@ class SimLeaderEndPoint:
     ``replica.socket.timeout.ms`` for a timeout). ListOffsets, which the fetcher asks
     synchronously in the middle of processing a response, is answered from the leader at once
     when it is up and reachable, and fails like a timed-out request otherwise.
+
+    The carrier needs little of the follower ``broker``: its ``broker_id`` (its network node),
+    ``network``, and ``incarnation`` / ``alive`` (an answer reaching a process that crashed or
+    restarted since the send is dropped). The two look-ups that need the whole simulated
+    cluster are methods, :meth:`socket_timeout_ms` and :meth:`leader_replica_manager`, so a
+    driver without a :class:`SimBroker` (the fetcher tests' simulated transport) reuses the
+    carrier by overriding just those.
     """
 
     def __init__(self, broker: SimBroker, leader_id: int) -> None:
@@ -251,9 +258,15 @@ class SimLeaderEndPoint:
             on_answer(answer)
 
         broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
-                               timeout_ms=broker.cluster.replica_socket_timeout_ms)
+                               timeout_ms=self.socket_timeout_ms())
 
-    def _leader_rm(self) -> ReplicaManager:
+    def socket_timeout_ms(self) -> int:
+        """``replica.socket.timeout.ms``: how long a request may go unanswered."""
+        return self.broker.cluster.replica_socket_timeout_ms
+
+    def leader_replica_manager(self) -> ReplicaManager:
+        """The leader's ReplicaManager, for the synchronous ListOffsets; RequestTimedOutError
+        when the leader is down or cut off from this broker."""
         cluster = self.broker.cluster
         leader = cluster.brokers.get(self.leader_id)
         if (leader is None or not leader.alive or leader.rm is None
@@ -271,7 +284,7 @@ class SimLeaderEndPoint:
         from replica_core.errors import for_code
 
         tp = TopicPartition(*tp)
-        result = self._leader_rm().list_offsets(
+        result = self.leader_replica_manager().list_offsets(
             self.broker.broker_id, [ListOffsetsPartition(tp, timestamp, epoch)])[tp]
         if result.error_code != Errors.NONE:
             raise for_code(result.error_code, f"ListOffsets {tp} on broker {self.leader_id}")
