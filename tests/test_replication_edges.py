@@ -26,7 +26,7 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 from replica_core.replication.state import ReplicaStateTable
-from tests.replication_harness import TP, Cluster
+from replication_harness import TP, Cluster
 
 OTHER = TopicPartition("t", 1)        # exists (broker 0 learns of it), hosted on 1 and 2 only
 UNKNOWN = TopicPartition("nope", 0)   # no broker's metadata knows it
