@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import pytest
+from replication_harness import TP, Cluster
 
 from replica_core.errors import Errors
 from replica_core.records import build_batch
@@ -26,7 +27,6 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 from replica_core.replication.state import ReplicaStateTable
-from replication_harness import TP, Cluster
 
 OTHER = TopicPartition("t", 1)        # exists (broker 0 learns of it), hosted on 1 and 2 only
 UNKNOWN = TopicPartition("nope", 0)   # no broker's metadata knows it
