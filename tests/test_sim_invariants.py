@@ -206,6 +206,9 @@ class FakeCluster:
     def trace(self, kind, *args) -> None:
         self.traced.append((kind, args))
 
+    def fault_before(self, at_ms, brokers, *, kinds=None):
+        return None  # no faults are injected into the fakes
+
 
 def make_batch(rng: random.Random, base: int) -> bytes:
     values = [bytes([rng.randrange(4)]) * rng.randint(1, 3) for _ in range(rng.randint(1, 3))]

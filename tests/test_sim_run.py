@@ -15,7 +15,7 @@ from replica_core.sim.cluster import Cluster
 from replica_core.sim.faults import plan_random, validate_rates
 from replica_core.sim.invariants import records_digest
 from replica_core.sim.report import dumps_canonical
-from replica_core.sim.run import SUMMARY_KEYS, run_scenario, write_outputs
+from replica_core.sim.run import CSV_SERIES, SUMMARY_KEYS, run_scenario, write_outputs
 from replica_core.sim.workload import Workload
 
 SMALL = {
@@ -132,8 +132,15 @@ def test_write_outputs(tmp_path):
                                                                  "faults.1.at_s": 2}))
     paths = write_outputs(tmp_path / "o", summary, series, info)
     page = paths["report"].read_text()
-    assert page.count("<svg") == 5 and "crash broker 3" in page
+    assert page.count("<svg") == 6 and "crash broker 3" in page
     assert json.loads(paths["summary"].read_text())["seed"] == 42
+    fingerprint = summary["config"]["fingerprint"]
+    assert fingerprint in page and json.loads(paths["run"].read_text())["config"][
+        "fingerprint"] == fingerprint
+    lines = paths["timeseries"].read_text().splitlines()
+    assert lines[0].split(",") == [c for c in CSV_SERIES if c in series]
+    assert len(lines) == len(series["t"]) + 1
+    assert [float(line.split(",")[0]) for line in lines[1:]] == series["t"]
 
 
 def test_simulate_command_end_to_end(tmp_path):
@@ -145,8 +152,16 @@ def test_simulate_command_end_to_end(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "lost acked records" in done.stdout and "100%" in done.stderr
+    assert "unavailable to producers" in done.stdout and "producer retries" in done.stdout
+    assert done.stdout.splitlines()[-2].split()[:2] == ["verdict", "PASS:"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seed"] == 5 and summary["partitions"] == 30
+    config = summary["config"]
+    assert config["overrides"]["replica.lag.time.max.ms"] == 5000 and \
+        config["overrides"]["seed"] == 5
+    assert config["kafka"]["broker"]["replica.lag.time.max.ms"] == 5000
+    assert config["kafka"]["broker"]["replica.fetch.wait.max.ms"] == 500  # a default, listed
+    assert config["scenario"]["topics"][0]["partitions"] == 30
     assert json.loads((out / "run.json").read_text())["wall_seconds"] > 0
     assert (out / "report.html").read_text().startswith("<!DOCTYPE html>")
     # another process with another string-hash seed writes the same bytes
@@ -204,3 +219,91 @@ def test_spark_commands_without_pyspark_say_how_to_get_it(argv, monkeypatch, cap
     argv = [a if not a.startswith("examples/") else str(sc.examples_dir() / a[9:]) for a in argv]
     assert cli.main(argv) == 2
     assert "needs PySpark" in capsys.readouterr().err
+
+
+# ---- configuration in every output; bad input caught before any work -----------------------
+QUICK = ["--set", "topics.0.partitions=6", "--set", "duration_s=2", "--set", "faults.0.at_s=0.5",
+         "--set", "faults.1.at_s=1.5", "--set", "broker.session.timeout.ms=1000",
+         "--set", "workload.batches_per_second=2", "-q"]
+
+
+def test_default_out_names_the_overrides_and_never_overwrites_another_run(tmp_path, monkeypatch,
+                                                                          capsys):
+    from replica_core import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["simulate", *QUICK]) == 0
+    made = sorted(p.name for p in (tmp_path / "out").iterdir())
+    assert len(made) == 1
+    out = tmp_path / "out" / made[0]
+    first = (out / "summary.json").read_bytes()
+    # six overrides make a long name: the directory is named by the configuration's hash
+    assert made[0] == "default--" + json.loads(first)["config"]["fingerprint"]
+    assert cli._default_out(small()) == cli._default_out(small())
+    few = sc.load(sc.default_scenario_path(), {"seed": 3, "workload.acks": "1"})
+    assert str(cli._default_out(few)) == "out/default--seed=3,workload.acks=1"
+    assert str(cli._default_out(sc.load(sc.default_scenario_path()))) == "out/default"
+    page = (out / "report.html").read_text()
+    assert "topics.0.partitions=6" in page.split("</title>")[0]  # the title names the run
+    capsys.readouterr()
+    # the same configuration again: allowed (and the same bytes)
+    assert cli.main(["simulate", *QUICK, "--out", str(out)]) == 0
+    assert (out / "summary.json").read_bytes() == first
+    # another configuration into that directory: refused before simulating
+    capsys.readouterr()
+    assert cli.main(["simulate", *QUICK, "--seed", "9", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "holds another run" in err and len(err.strip().splitlines()) == 1
+    assert (out / "summary.json").read_bytes() == first
+    assert cli.main(["simulate", *QUICK, "--seed", "9", "--out", str(out), "--force"]) == 0
+    assert json.loads((out / "summary.json").read_text())["seed"] == 9
+
+
+def test_out_that_cannot_be_written_fails_at_once(tmp_path, capsys):
+    from replica_core import cli
+
+    a_file = tmp_path / "taken"
+    a_file.write_text("not a directory")
+    for out in (a_file, a_file / "below"):
+        assert cli.main(["simulate", *QUICK, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "not a directory" in err
+        assert "Traceback" not in err
+    assert a_file.read_text() == "not a directory"
+    grid = str(sc.examples_dir() / "grids" / "durability.toml")
+    assert cli.main(["sweep", grid, "--out", str(a_file)]) == 2
+    assert "not a directory" in capsys.readouterr().err
+    assert cli.main(["shard", "default", "--out", str(a_file / "x")]) == 2
+    assert "not a directory" in capsys.readouterr().err
+
+
+def test_out_of_range_numbers_name_the_value_given(capsys):
+    from replica_core import cli
+
+    assert cli.main(["shard", "default", "--shards", "0"]) == 2
+    assert "--shards needs a number ≥ 1, got 0" in capsys.readouterr().err
+    grid = str(sc.examples_dir() / "grids" / "durability.toml")
+    assert cli.main(["sweep", grid, "--slices", "-3"]) == 2
+    assert "got -3" in capsys.readouterr().err
+    assert cli.main(["simulate", "--set", "topics.0.partitions=0", "-q"]) == 2
+    assert "needs partitions ≥ 1, got 0" in capsys.readouterr().err
+    assert cli.main(["simulate", "--set", "topics.0.replication_factor=9", "-q"]) == 2
+    assert "got 9" in capsys.readouterr().err
+    assert cli.main(["simulate", "--set", "cluster.brokers=0", "-q"]) == 2
+    assert "got 0" in capsys.readouterr().err
+
+
+def test_min_isr_above_replication_factor_is_clamped_with_a_warning(tmp_path, capsys):
+    from replica_core import cli
+
+    out = tmp_path / "o"
+    assert cli.main(["simulate", *QUICK, "--set", "min.insync.replicas=4", "--out",
+                     str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "warning" in err and "min.insync.replicas=4" in err and "clamps it to 3" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["warnings"] and summary["config"]["topics"]["events"][
+        "effective_min_isr"] == 3
+    # Kafka's effective min ISR is the replica count: nothing is under it before the crash
+    assert summary["acked_records"] > 0
+    assert "clamps it to 3" in (out / "report.html").read_text()

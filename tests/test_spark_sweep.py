@@ -48,9 +48,20 @@ def test_sweep_rows_equal_in_process_runs(session, grid, local_rows, tmp_path):
     assert back == 4
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert len(summary["configs"]) == 2 and summary["rows"] == 4
-    assert "| min.insync.replicas |" in (tmp_path / "summary.md").read_text()
+    assert [c["label"] for c in summary["configs"]] == ["min ISR=1", "min ISR=2"]
+    assert "| min ISR=1 | 2 |" in (tmp_path / "summary.md").read_text()
     assert "<svg" in (tmp_path / "tradeoff.svg").read_text()
     assert all(r["acked_records"] > 0 for r in results)
+    # typed columns: numbers are numbers, the axis is an integer column
+    df = session.read.parquet(str(tmp_path / "results.parquet"))
+    types = dict(df.dtypes)
+    assert types["cfg_min_insync_replicas"] == "bigint" and types["acked_records"] == "bigint"
+    assert types["unavailable_partition_seconds"] == "double"
+    # the time series of every run, in Parquet and CSV
+    series = session.read.parquet(str(tmp_path / "timeseries.parquet"))
+    assert series.select("row_id").distinct().count() == 4
+    lines = (tmp_path / "timeseries.csv").read_text().splitlines()
+    assert lines[0].startswith("row_id,config_id,seed_index,t,") and len(lines) == 1 + 4 * 9
 
 
 def test_reslicing_gives_identical_rows(session, grid, local_rows):

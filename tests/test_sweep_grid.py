@@ -37,8 +37,140 @@ def test_row_seed_is_a_pure_function():
 
 @pytest.mark.parametrize("bad", [
     {"seeds": 0}, {"axes": {"workload.acks": [7]}}, {"axes": {"cluster.brokers": []}},
-    {"scenario": "no-such-scenario"}, {"colour": "blue"},
+    {"scenario": "no-such-scenario"}, {"colour": "blue"}, {"base_seed": -2},
+    {"seeds": "many"},
 ])
 def test_bad_grids_fail_before_running(bad):
     with pytest.raises(InvalidConfigurationError):
         grid(**bad)
+
+
+# ---- typed rows, intervals, labels, outputs ---------------------------------------------------
+import json  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+
+from replica_core.spark import run_row  # noqa: E402  (pyspark itself is only imported to run)
+from replica_core.sweep import (  # noqa: E402
+    ROW_METRICS,
+    config_labels,
+    load_grid,
+    mean_ci95,
+    t975,
+    wilson,
+    write_summary,
+)
+
+
+def test_wilson_interval_matches_hand_computed_values():
+    # k=5, n=10, z=1.96: centre (0.5 + 0.19208) / 1.38416 = 0.5, half 0.26339
+    lo, hi = wilson(5, 10)
+    assert lo == pytest.approx(0.2366, abs=1e-4) and hi == pytest.approx(0.7634, abs=1e-4)
+    lo, hi = wilson(0, 10)  # no loss in 10 runs still leaves up to ~28 %
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    assert wilson(10, 10)[1] == pytest.approx(1.0) and wilson(10, 10)[0] == pytest.approx(0.7225, abs=1e-4)
+    with pytest.raises(ValueError):
+        wilson(3, 2)
+
+
+def test_mean_interval_uses_students_t():
+    mean, lo, hi = mean_ci95([1.0, 2.0, 3.0])  # sd 1, t(2) = 4.303
+    assert mean == 2.0 and lo == pytest.approx(2 - 4.303 / math.sqrt(3))
+    assert hi == pytest.approx(2 + 4.303 / math.sqrt(3))
+    assert mean_ci95([4.0]) == (4.0, None, None)
+    assert t975(1) == 12.706 and t975(29) == 2.045 and t975(1000) == 1.96
+
+
+def test_configurations_are_named_by_the_settings_that_differ():
+    g = grid(axes={"min.insync.replicas": [1, 2], "workload.acks": ["all"],
+                   "unclean.leader.election.enable": [False, True]})
+    labels = config_labels(g)
+    assert labels == {0: "min ISR=1, unclean=false", 1: "min ISR=1, unclean=true",
+                      2: "min ISR=2, unclean=false", 3: "min ISR=2, unclean=true"}
+    assert all(r.label == labels[r.config_id] for r in g.rows())
+    with pytest.raises(InvalidConfigurationError):
+        grid(axes={"min.insync.replicas": [1, "two"]})
+    with pytest.raises(InvalidConfigurationError):
+        grid(axes={"min.insync.replicas": [1, 1]})
+    with pytest.raises(InvalidConfigurationError):
+        grid(tradeoff={"x": "happiness", "y": "lost_acked_records"})
+
+
+TINY = {"scenario": "default", "seeds": 2, "base_seed": 4,
+        "description": "Does min.insync.replicas change anything when nothing fails?",
+        "set": {"duration_s": 3, "topics.0.partitions": 6, "cluster.brokers": 3,
+                "faults.0.at_s": 1, "faults.1.at_s": 2, "broker.session.timeout.ms": 1000,
+                "workload.batches_per_second": 2.0},
+        "axes": {"min.insync.replicas": [1, 2], "unclean.leader.election.enable": [False]}}
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    g = grid_from_dict(TINY)
+    return g, [run_row(r) for r in g.rows()]
+
+
+def test_rows_are_typed(tiny):
+    g, results = tiny
+    assert len(results) == 4
+    for r in results:
+        assert isinstance(r["cfg_min_insync_replicas"], int)
+        assert isinstance(r["cfg_unclean_leader_election_enable"], bool)
+        assert r["config_label"] in ("min ISR=1", "min ISR=2")
+        assert len(r["config_fingerprint"]) == 10
+        for name, kind in ROW_METRICS:
+            value = r[name]
+            if kind == "int":
+                assert isinstance(value, int) and not isinstance(value, bool), name
+            else:
+                assert value is None or isinstance(value, float), name
+        assert r["acked_records"] > 0 and r["faults_injected"] == 2
+        assert r["crashes"] == 1 and r["recovery_detected_s_max"] > 0
+    # the same seed under two configurations: the same faults, different fingerprints
+    assert results[0]["seed"] == results[2]["seed"]
+    assert results[0]["config_fingerprint"] != results[2]["config_fingerprint"]
+
+
+def test_summary_files_name_configurations_and_show_intervals(tiny, tmp_path):
+    g, results = tiny
+    write_summary(g, results, tmp_path)
+    table = json.loads((tmp_path / "summary.json").read_text())
+    assert table["grid"]["description"] == TINY["description"]
+    first = table["configs"][0]
+    assert first["label"] == "min ISR=1" and first["runs"] == 2
+    acked = [r["acked_records"] for r in results if r["config_id"] == 0]
+    assert first["metrics"]["acked_records"]["mean"] == sum(acked) / 2
+    lo, hi = first["metrics"]["acked_records"]["ci95"]
+    assert lo <= sum(acked) / 2 <= hi
+    assert first["p_any_loss"] == {"runs_losing": 0, "runs": 2, "p": 0.0,
+                                   "wilson95": [0.0, pytest.approx(wilson(0, 2)[1])]}
+    md = (tmp_path / "summary.md").read_text()
+    assert TINY["description"] in md and "| min ISR=2 | 2 | 0/2 = 0 [0, 0.658] |" in md
+    svg = (tmp_path / "tradeoff.svg").read_text()
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "min ISR=1" in texts and "min ISR=2" in texts
+    assert any("partition-seconds producers could not write" in t for t in texts)
+    assert any("acknowledged records lost" in t for t in texts)
+    assert sum(1 for t in texts if re.fullmatch(r"[\d,.]+", t)) >= 6  # tick values
+    assert "NaN" not in svg and "e-0" not in svg
+    page = (tmp_path / "summary.html").read_text()
+    assert "<svg" in page and "https://" not in page and "<script" not in page
+    assert (tmp_path / "p_loss.svg").read_text().count("<circle") == 2
+
+
+@pytest.mark.parametrize("name", ["durability", "availability"])
+def test_shipped_grids_ask_a_question_with_enough_seeds(name):
+    from replica_core.sim.scenario import examples_dir
+
+    g = load_grid(examples_dir() / "grids" / f"{name}.toml")
+    assert len(g.description) > 200 and g.seeds >= 5
+    assert g.n_configs >= 8
+    if name == "durability":
+        assert set(g.axes) == {"workload.acks", "min.insync.replicas",
+                               "unclean.leader.election.enable"}
+        assert g.seeds >= 20  # P(any loss) intervals narrow enough to separate configurations
+        s = g.rows()[0].scenario()
+        rates = s.fault_rates
+        assert rates["crashes_per_broker_hour"] > 0 and rates["power_failure_fraction"] < 0.5
+    else:
+        assert "replica.lag.time.max.ms" in g.axes and g.tradeoff[0] == "produce_latency_ms_p99"

@@ -58,40 +58,141 @@ def _progress_bar(stream: TextIO) -> Callable[[float, float, int], None]:
     return show
 
 
-def _summary_table(summary: dict, run_info: dict) -> str:
-    def fmt(value: object) -> str:
-        if isinstance(value, dict) and "p50" in value:
-            return f"p50 {value['p50']:g}  p99 {value['p99']:g}  max {value['max']:g}"
-        if isinstance(value, float):
-            return f"{value:,.3f}"
-        if isinstance(value, int):
-            return f"{value:,}"
-        return str(value)
+def _n(value: float, unit: str = "") -> str:
+    """A number for people: thousands separators, at most one decimal, a unit."""
+    text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    return f"{text} {unit}".rstrip()
 
+
+def _summary_table(summary: dict, run_info: dict) -> str:
+    """The console summary: configuration, what clients saw, durability, the verdict last."""
+    def dist(d: dict) -> str:
+        return f"p50 {d['p50']:,g}  p99 {d['p99']:,g}  max {d['max']:,g}"
+
+    cfg = summary.get("config", {})
+    overrides = cfg.get("overrides") or {}
+    acks = cfg.get("scenario", {}).get("workload", {}).get("acks", "all")
+    by_cause = summary.get("unavailable_partition_seconds_by_cause", {})
+    causes = ", ".join(f"{k.replace('_', ' ')} {_n(v)}" for k, v in by_cause.items() if v)
+    origins = summary.get("isr_changes_by_origin", {})
+
+    def origin(name: str, way: str) -> int:
+        return int(origins.get(name, {}).get(way, 0))
+
+    ctrl_shrinks = sum(int(v.get("shrink", 0)) for k, v in origins.items()
+                       if k != "alter_partition")
+    errors = summary.get("producer_errors", {})
+    error_text = ", ".join(f"{k} {v:,}" for k, v in errors.items()) or "none"
+    fetch = summary.get("fetch_path", {}).get("total", {})
     rows = [
-        ("scenario", summary.get("scenario_name")), ("seed", summary.get("seed")),
-        ("truncation", summary.get("truncation")), ("brokers", summary.get("brokers")),
-        ("partitions", summary.get("partitions")), ("simulated seconds", summary["sim_seconds"]),
-        ("events", summary["events"]), ("acked records", summary["acked_records"]),
-        ("lost acked records", summary["lost_acked_records"]),
-        ("diverged partitions", summary["diverged_partitions"]),
-        ("offline partition-seconds", summary["offline_partition_seconds"]),
-        ("under-min-ISR partition-seconds", summary["under_min_isr_partition_seconds"]),
-        ("ISR shrinks / expands", f"{summary['isr_shrinks']:,} / {summary['isr_expands']:,}"),
+        ("scenario", f"{summary.get('scenario_name')} (config {cfg.get('fingerprint', '?')})"),
+        ("overrides", ", ".join(f"{k}={v}" for k, v in overrides.items()) or "none"),
+        ("seed / truncation", f"{summary.get('seed')} / {summary.get('truncation')}"),
+        ("brokers / partitions", f"{summary.get('brokers'):,} / {summary.get('partitions'):,}"),
+        ("simulated", f"{_n(summary['sim_seconds'], 's')}, {summary['events']:,} events"),
+        ("acked records", f"{summary['acked_records']:,} (acks={acks})"),
+        ("lost acked records", f"{summary['lost_acked_records']:,}"),
+        ("diverged partitions", f"{summary['diverged_partitions']:,}"),
+        ("duplicates / reordered", (
+            f"{summary.get('duplicate_batches', 0):,} batches written twice / "
+            f"{summary.get('reordered_batches', 0):,} batches out of produce order")),
+        ("unavailable to producers",
+         f"{_n(summary.get('unavailable_partition_seconds', 0), 'partition-s')}"
+         + (f" ({causes})" if causes else "")),
+        ("offline (controller view)", _n(summary["offline_partition_seconds"], "partition-s")),
+        ("under-replicated", _n(summary.get("under_replicated_partition_seconds", 0),
+                                "partition-s")),
+        ("under min ISR", _n(summary["under_min_isr_partition_seconds"], "partition-s")),
+        ("ISR shrinks / expands",
+         f"{summary['isr_shrinks']:,} / {summary['isr_expands']:,} (leaders "
+         f"{origin('alter_partition', 'shrink'):,} / {origin('alter_partition', 'expand'):,}, "
+         f"controller removals {ctrl_shrinks:,})"),
         ("leader elections (unclean)",
          f"{summary['leader_elections']:,} ({summary['unclean_elections']:,})"),
-        ("produce latency ms", summary["produce_latency_ms"]),
-        ("replication lag records", summary["replication_lag_records"]),
-        ("wall seconds", run_info.get("wall_seconds")),
-        ("speed vs real time", f"{run_info.get('speed_vs_real_time')}x"),
+        ("producer errors", error_text),
+        ("producer retries / failed",
+         f"{summary.get('producer_retries', 0):,} / {summary.get('failed_batches', 0):,} batches"),
+        ("produce latency ms", dist(summary["produce_latency_ms"])),
+        ("replication lag records", dist(summary["replication_lag_records"])),
     ]
-    width = max(len(k) for k, _ in rows)
+    if fetch:
+        rows.append(("follower fetches", (
+            f"{_n(fetch.get('follower_fetch_requests_per_s', 0))}/s; "
+            f"{fetch.get('incremental_fetches', 0):,} incremental, "
+            f"{fetch.get('full_fetches', 0):,} full, "
+            f"{fetch.get('session_evictions', 0):,} session evictions; delayed "
+            f"{fetch.get('delayed_fetches_completed', 0):,} completed / "
+            f"{fetch.get('delayed_fetches_expired', 0):,} expired")))
+    for r in summary.get("fault_recovery", []):
+        steps = [f"{label} +{r[key]:g} s" for key, label in (
+            ("detected_after_s", "detected"), ("leaders_after_s", "leaders"),
+            ("writable_after_s", "writable"), ("isr_full_after_s", "ISRs full"))
+            if r.get(key) is not None]
+        rows.append((f"  {r['at_s']:g} s {r['fault']}", ", ".join(steps) or "no effect seen"))
+    rows += [("wall seconds", f"{run_info.get('wall_seconds')}"),
+             ("speed vs real time", f"{run_info.get('speed_vs_real_time')}x")]
     lost = summary.get("lost_acked_records_by_cause", {})
     if any(lost.values()):
         causes = ", ".join(f"{k} {v:,}" for k, v in lost.items() if v)
-        rows.insert(9, ("  by cause", causes))
-        width = max(width, len("  by cause"))
-    return "\n".join(f"{k:<{width}}  {fmt(v)}" for k, v in rows)
+        rows.insert(7, ("  by cause", causes))
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    verdict = summary.get("verdict", {}).get("line")
+    if verdict:
+        lines.append(f"{'verdict':<{width}}  {verdict}")
+    return "\n".join(lines)
+
+
+def _default_out(scenario, prefix: str = "") -> Path:
+    """``out/<name>`` for a scenario run as written; with overrides ``out/<name>--<k=v,...>``
+    naming them, or ``out/<name>--<fingerprint>`` when that would be too long."""
+    import re
+
+    name = f"{prefix}{scenario.name}"
+    if not scenario.overrides:
+        return Path("out") / name
+    slug = ",".join(f"{k}={v}" for k, v in sorted(scenario.overrides.items()))
+    slug = re.sub(r"[^A-Za-z0-9._=,+-]", "_", slug)
+    if len(slug) > 60:
+        slug = scenario.fingerprint()
+    return Path("out") / f"{name}--{slug}"
+
+
+def _check_out(out: Path, *, fingerprint: str | None = None, force: bool = False
+               ) -> str | None:
+    """Why ``out`` cannot take this run's outputs (None: it can), found before any work:
+    a file in the way, a directory that cannot be created or written (read-only file
+    system, permissions), or — unless ``force`` — a directory holding another run's
+    summary (a different configuration fingerprint)."""
+    import errno
+    import json
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: is a file, not a directory"
+    probe = out
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"--out {out}: {probe} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as e:
+        why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or str(e))
+        return f"--out {out}: cannot write in {probe} ({why})"
+    existing = out / "summary.json"
+    if fingerprint is not None and not force and existing.is_file():
+        try:
+            old = json.loads(existing.read_text())["config"]["fingerprint"]
+        except (OSError, ValueError, KeyError, TypeError):
+            old = None
+        if old != fingerprint:
+            return (f"--out {out}: holds another run (config {old or 'unknown'}, this one is "
+                    f"{fingerprint}); give another --out or --force to replace it")
+    return None
 
 
 def _load_scenario(args: argparse.Namespace, prog: str, extra: dict | None = None):
@@ -109,10 +210,13 @@ def _load_scenario(args: argparse.Namespace, prog: str, extra: dict | None = Non
             named = scenario_mod.examples_dir() / f"{args.scenario}.toml"
             if named.is_file():
                 path = named
-        return scenario_mod.load(path, overrides)
+        scenario = scenario_mod.load(path, overrides)
     except (InvalidConfigurationError, OSError) as e:
         print(f"{prog}: {e}", file=sys.stderr)
         return None
+    for warning in scenario.warnings():
+        print(f"{prog}: warning: {warning}", file=sys.stderr)
+    return scenario
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
@@ -123,7 +227,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     scenario = _load_scenario(args, "replica-core simulate")
     if scenario is None:
         return 2
-    out = Path(args.out) if args.out else Path("out") / scenario.name
+    out = Path(args.out) if args.out else _default_out(scenario)
+    problem = _check_out(out, fingerprint=scenario.fingerprint(), force=args.force)
+    if problem is not None:
+        print(f"replica-core simulate: {problem}", file=sys.stderr)
+        return 2
     progress = None if args.quiet else _progress_bar(sys.stderr)
     try:
         summary, timeseries, run_info = run_scenario(scenario, progress=progress)
@@ -135,7 +243,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         return 2
     paths = write_outputs(out, summary, timeseries, run_info)
     print(_summary_table(summary, run_info))
-    print(f"wrote {paths['summary']}, {paths['run']}, {paths['report']}")
+    print(f"wrote {paths['summary']}, {paths['run']}, {paths['timeseries']}, {paths['report']}")
     return 0
 
 
@@ -161,8 +269,17 @@ def _cmd_shard(args: argparse.Namespace) -> int:
     from replica_core.sim.lanes import lane_count
     from replica_core.spark import run_sharded
 
+    if args.shards is not None and args.shards < 1:
+        print(f"replica-core shard: --shards needs a number ≥ 1, got {args.shards}",
+              file=sys.stderr)
+        return 2
     scenario = _load_scenario(args, "replica-core shard", {"fetcher_lanes": True})
     if scenario is None:
+        return 2
+    out = Path(args.out) if args.out else _default_out(scenario, "shard-")
+    problem = _check_out(out, fingerprint=scenario.fingerprint(), force=args.force)
+    if problem is not None:
+        print(f"replica-core shard: {problem}", file=sys.stderr)
         return 2
     if not _need_spark("replica-core shard"):
         return 2
@@ -170,7 +287,6 @@ def _cmd_shard(args: argparse.Namespace) -> int:
     if lanes == 1:
         print("replica-core shard: num.replica.fetchers is 1, so the cluster is one lane and "
               "runs as one task (set num.replica.fetchers to split it)", file=sys.stderr)
-    out = Path(args.out) if args.out else Path("out") / f"shard-{scenario.name}"
     print(f"{scenario.total_partitions:,} partitions in {lanes} fetcher lanes over "
           f"{min(lanes, args.shards or lanes)} Spark tasks -> {out}", file=sys.stderr)
     try:
@@ -183,7 +299,8 @@ def _cmd_shard(args: argparse.Namespace) -> int:
         print(f"replica-core shard: {e}", file=sys.stderr)
         return 2
     print(_summary_table(summary, run_info))
-    print(f"wrote {out / 'summary.json'}, {out / 'run.json'}, {out / 'report.html'}")
+    print(f"wrote {out / 'summary.json'}, {out / 'run.json'}, {out / 'timeseries.csv'}, "
+          f"{out / 'report.html'}")
     return 0
 
 
@@ -203,14 +320,22 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from replica_core.spark import run_sweep
     from replica_core.sweep import load_grid
 
+    if args.slices is not None and args.slices < 1:
+        print(f"replica-core sweep: --slices needs a number ≥ 1, got {args.slices}",
+              file=sys.stderr)
+        return 2
     try:
         grid = load_grid(args.grid)
     except (InvalidConfigurationError, OSError) as exc:
         print(f"replica-core sweep: {exc}", file=sys.stderr)
         return 2
+    out = Path(args.out or Path("out") / f"sweep-{Path(args.grid).stem}")
+    problem = _check_out(out)
+    if problem is not None:
+        print(f"replica-core sweep: {problem}", file=sys.stderr)
+        return 2
     if not _need_spark("replica-core sweep"):
         return 2
-    out = Path(args.out or Path("out") / f"sweep-{Path(args.grid).stem}")
     print(f"{len(grid.rows())} runs: {grid.n_configs} configurations x {grid.seeds} seeds "
           f"-> {out}", file=sys.stderr)
     run_sweep(grid, master=args.master, out_dir=out, slices=args.slices)
@@ -252,7 +377,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="override a scenario key (truncation=high_watermark, "
                           "cluster.brokers=6, topics.0.partitions=100) or a Kafka config "
                           "(replica.lag.time.max.ms=10000); repeatable")
-    simulate.add_argument("--out", metavar="DIR", help="output directory (default ./out/<name>)")
+    simulate.add_argument("--out", metavar="DIR",
+                          help="output directory (default ./out/NAME, or ./out/NAME--KEY=VALUE,... "
+                          "naming the overrides; a directory holding another run is refused)")
+    simulate.add_argument("--force", action="store_true",
+                          help="replace the outputs of another run in --out")
     simulate.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     simulate.set_defaults(func=_cmd_simulate)
 
@@ -285,7 +414,10 @@ def build_parser() -> argparse.ArgumentParser:
     shard.add_argument("--seed", type=int, help="override the scenario's seed")
     shard.add_argument("--set", action="append", metavar="KEY=VALUE",
                        help="override a scenario key or a Kafka config; repeatable")
-    shard.add_argument("--out", metavar="DIR", help="output directory (default ./out/shard-NAME)")
+    shard.add_argument("--out", metavar="DIR",
+                       help="output directory (default ./out/shard-NAME[--overrides])")
+    shard.add_argument("--force", action="store_true",
+                       help="replace the outputs of another run in --out")
     shard.set_defaults(func=_cmd_shard)
 
     sub.add_parser(

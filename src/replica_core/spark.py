@@ -12,55 +12,60 @@ code — use ``--archives`` with a packed virtualenv (``venv-pack``/``conda-pack
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from replica_core.sweep import Grid, SweepRow
-
-# Metrics pulled from each run's summary into flat columns (distributions → _p50/_p99/_max).
-SCALAR_METRICS = (
-    "acked_records", "lost_acked_records", "diverged_partitions", "offline_partition_seconds",
-    "under_min_isr_partition_seconds", "isr_shrinks", "isr_expands", "leader_elections",
-    "unclean_elections", "sim_seconds", "events",
+from replica_core.sweep import (
+    ROW_METRICS,
+    SERIES_COLUMNS,
+    Grid,
+    SweepRow,
+    axis_column,
+    axis_type,
+    flatten,
+    series_rows,
+    summarise,
+    tradeoff_svg,
+    write_series_csv,
+    write_summary,
 )
-DISTRIBUTIONS = ("produce_latency_ms", "replication_lag_records")
-
-
-def axis_column(key: str) -> str:
-    return "cfg_" + "".join(c if c.isalnum() else "_" for c in key)
-
-
-def flatten(row: SweepRow, summary: dict[str, Any]) -> dict[str, Any]:
-    """One result row: ids, seed, each axis value (as JSON text), the metrics."""
-    out: dict[str, Any] = {"row_id": row.row_id, "config_id": row.config_id,
-                           "seed_index": row.seed_index, "seed": row.seed,
-                           "axes": json.dumps(row.axes, sort_keys=True)}
-    for key, value in sorted(row.axes.items()):
-        out[axis_column(key)] = json.dumps(value)
-    for key in SCALAR_METRICS:
-        out[key] = float(summary.get(key, 0) or 0)
-    for key in DISTRIBUTIONS:
-        dist = summary.get(key) or {}
-        for stat in ("p50", "p99", "max"):
-            out[f"{key}_{stat}"] = float(dist.get(stat, 0.0) or 0.0)
-    return out
 
 
 def run_row(row: SweepRow) -> dict[str, Any]:
+    """Simulate one row; its typed result (:func:`replica_core.sweep.flatten`)."""
+    return run_row_with_series(row)[0]
+
+
+def run_row_with_series(row: SweepRow) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Simulate one row; its typed result and its time series (long format)."""
+    import gc
+
     from replica_core.sim.run import run_scenario
 
-    summary, _timeseries, _info = run_scenario(row.scenario())
-    return flatten(row, summary)
+    summary, timeseries, _info = run_scenario(row.scenario())
+    out = flatten(row, summary), series_rows(row, timeseries)
+    del summary, timeseries
+    # A finished cluster is millions of objects in reference cycles that the cyclic collector
+    # reaches only on a full collection: without one, a task running row after row grows by
+    # the size of a cluster per row (measured: ~80 MB per 300-partition run).
+    gc.collect()
+    return out
 
 
 def run_rows(rows: Iterable[SweepRow]) -> Iterator[dict[str, Any]]:
     """The ``mapPartitions`` body: simulate each row of the partition in turn."""
     for row in rows:
         yield run_row(row)
+
+
+def run_rows_with_series(rows: Iterable[SweepRow]
+                         ) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
+    """As :func:`run_rows`, each result with its time series."""
+    for row in rows:
+        yield run_row_with_series(row)
 
 
 def _session(master: str | None, app_name: str, cores: int | None = None):
@@ -87,44 +92,76 @@ def _python() -> str:
     return sys.executable
 
 
-def result_schema(grid: Grid):
-    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+_SPARK_TYPES = {"bool": "BooleanType", "int": "LongType", "float": "DoubleType",
+               "str": "StringType"}
 
-    fields = [StructField("row_id", LongType(), False), StructField("config_id", LongType(), False),
-              StructField("seed_index", LongType(), False), StructField("seed", LongType(), False),
-              StructField("axes", StringType(), False)]
-    fields += [StructField(axis_column(k), StringType(), True) for k in sorted(grid.axes)]
-    fields += [StructField(k, DoubleType(), True) for k in SCALAR_METRICS]
-    fields += [StructField(f"{k}_{s}", DoubleType(), True)
-               for k in DISTRIBUTIONS for s in ("p50", "p99", "max")]
-    return StructType(fields)
+
+def result_schema(grid: Grid):
+    """The typed schema of the result rows: ids, the configuration (label, fingerprint, each
+    axis in a column of its own type, all axes as JSON), then every figure."""
+    from pyspark.sql import types as T
+
+    def typ(kind: str):
+        return getattr(T, _SPARK_TYPES[kind])()
+
+    fields = [T.StructField("row_id", T.LongType(), False),
+              T.StructField("config_id", T.LongType(), False),
+              T.StructField("seed_index", T.LongType(), False),
+              T.StructField("seed", T.LongType(), False),
+              T.StructField("config_label", T.StringType(), False),
+              T.StructField("config_fingerprint", T.StringType(), False),
+              T.StructField("axes", T.StringType(), False)]
+    fields += [T.StructField(axis_column(k), typ(axis_type(grid.axes[k], k)), True)
+               for k in sorted(grid.axes)]
+    fields += [T.StructField(k, typ(kind), True) for k, kind in ROW_METRICS]
+    return T.StructType(fields)
+
+
+def series_schema():
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField("row_id", T.LongType(), False),
+                         T.StructField("config_id", T.LongType(), False),
+                         T.StructField("seed_index", T.LongType(), False)]
+                        + [T.StructField(c, T.DoubleType(), True) for c in SERIES_COLUMNS])
 
 
 def run_sweep(grid: Grid, *, master: str | None = None, out_dir: str | Path | None = None,
               slices: int | None = None, spark=None) -> list[dict[str, Any]]:
-    """Run every row of ``grid`` on Spark; returns the result rows sorted by ``row_id`` and, with
-    ``out_dir``, writes ``results.parquet``, ``summary.md``, ``summary.json`` and
-    ``tradeoff.svg``."""
+    """Run every row of ``grid`` on Spark; returns the result rows sorted by ``row_id`` and,
+    with ``out_dir``, writes ``results.parquet`` and ``timeseries.parquet`` (typed columns),
+    ``timeseries.csv``, and the summary (:func:`replica_core.sweep.write_summary`)."""
     rows = grid.rows()
     own = spark is None
     spark = spark or _session(master, "replica-core-sweep")
     started = time.perf_counter()
+    series: list[dict[str, Any]] = []
     try:
         sc = spark.sparkContext
         n = slices or min(len(rows), max(1, sc.defaultParallelism * 2))
-        rdd = sc.parallelize(rows, n).mapPartitions(run_rows)
+        done = sc.parallelize(rows, n).mapPartitions(run_rows_with_series)
+        if out_dir is not None:
+            done = done.cache()
         schema = result_schema(grid)
         names = schema.fieldNames()
-        df = spark.createDataFrame(rdd.map(lambda r: tuple(r.get(k) for k in names)), schema)
+        df = spark.createDataFrame(done.map(lambda r: tuple(r[0].get(k) for k in names)),
+                                   schema)
         if out_dir is not None:
-            df.cache()
             Path(out_dir).mkdir(parents=True, exist_ok=True)
             df.write.mode("overwrite").parquet(str(Path(out_dir) / "results.parquet"))
+            s_schema = series_schema()
+            s_names = s_schema.fieldNames()
+            sdf = spark.createDataFrame(
+                done.flatMap(lambda r: [tuple(x.get(k) for k in s_names) for x in r[1]]),
+                s_schema)
+            sdf.write.mode("overwrite").parquet(str(Path(out_dir) / "timeseries.parquet"))
+            series = [r.asDict() for r in sdf.collect()]
         results = sorted((r.asDict() for r in df.collect()), key=lambda r: r["row_id"])
     finally:
         if own:
             spark.stop()
     if out_dir is not None:
+        write_series_csv(Path(out_dir) / "timeseries.csv", series)
         write_summary(grid, results, Path(out_dir), wall_s=time.perf_counter() - started)
     return results
 
@@ -174,69 +211,6 @@ def run_sharded(scenario: Any, *, shards: int | None = None, master: str | None 
     return summary, series, info
 
 
-def summarise(grid: Grid, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per configuration: mean over seeds of each metric, and which lost acknowledged data."""
-    by_cfg: dict[int, list[dict[str, Any]]] = {}
-    for r in results:
-        by_cfg.setdefault(r["config_id"], []).append(r)
-    out = []
-    for cfg, runs in sorted(by_cfg.items()):
-        entry: dict[str, Any] = {"config_id": cfg, "axes": json.loads(runs[0]["axes"]),
-                                 "runs": len(runs)}
-        for key in SCALAR_METRICS + tuple(f"{k}_{s}" for k in DISTRIBUTIONS
-                                          for s in ("p50", "p99", "max")):
-            entry[key] = sum(r[key] for r in runs) / len(runs)
-        entry["runs_losing_acked_data"] = sum(1 for r in runs if r["lost_acked_records"] > 0)
-        out.append(entry)
-    return out
-
-
-def write_summary(grid: Grid, results: list[dict[str, Any]], out_dir: Path,
-                  wall_s: float | None = None) -> None:
-    from replica_core.sim.report import write_json
-
-    table = summarise(grid, results)
-    write_json(out_dir / "summary.json", {"configs": table, "rows": len(results),
-                                          "seeds": grid.seeds, "base_seed": grid.base_seed})
-    if wall_s is not None:
-        (out_dir / "run.json").write_text(json.dumps({"wall_seconds": round(wall_s, 3)}) + "\n")
-    axes = sorted(grid.axes)
-    head = axes + ["lost acked (mean)", "runs losing data", "offline s", "under-min-ISR s",
-                   "p99 produce ms", "max lag", "unclean elections"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for e in table:
-        cells = [json.dumps(e["axes"].get(a)) for a in axes] + [
-            f"{e['lost_acked_records']:.1f}", f"{e['runs_losing_acked_data']}/{e['runs']}",
-            f"{e['offline_partition_seconds']:.1f}", f"{e['under_min_isr_partition_seconds']:.1f}",
-            f"{e['produce_latency_ms_p99']:.1f}", f"{e['replication_lag_records_max']:.0f}",
-            f"{e['unclean_elections']:.1f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    (out_dir / "summary.md").write_text(
-        f"# Sweep summary\n\n{len(results)} runs, {grid.n_configs} configurations × "
-        f"{grid.seeds} seeds (base seed {grid.base_seed}).\n\n" + "\n".join(lines) + "\n")
-    (out_dir / "tradeoff.svg").write_text(tradeoff_svg(table))
-
-
-def tradeoff_svg(table: list[dict[str, Any]]) -> str:
-    """Scatter: unavailability (offline + under-min-ISR partition-seconds) against lost
-    acknowledged records, one labelled point per configuration."""
-    w, h, pad = 640, 400, 50
-    xs = [e["offline_partition_seconds"] + e["under_min_isr_partition_seconds"] for e in table]
-    ys = [e["lost_acked_records"] for e in table]
-    x1, y1 = max(xs + [1e-9]), max(ys + [1e-9])
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
-             f'font-family="sans-serif" font-size="10">',
-             f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#999"/>',
-             f'<line x1="{pad}" y1="{h - pad}" x2="{pad}" y2="{pad}" stroke="#999"/>',
-             f'<text x="{w / 2 - 120}" y="{h - 15}">unavailability (partition-seconds offline or '
-             'under min ISR)</text>',
-             f'<text x="5" y="{pad - 10}">lost acknowledged records (mean over seeds)</text>']
-    for e, x, y in zip(table, xs, ys, strict=True):
-        px = pad + x / x1 * (w - 2 * pad)
-        py = h - pad - y / y1 * (h - 2 * pad)
-        label = ", ".join(f"{k}={v}" for k, v in e["axes"].items())
-        parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="#1f77b4">'
-                     f'<title>{label}</title></circle>')
-        parts.append(f'<text x="{px + 6:.1f}" y="{py - 4:.1f}">{e["config_id"]}</text>')
-    parts.append("</svg>\n")
-    return "".join(parts)
+__all__ = ["flatten", "result_schema", "run_row", "run_row_with_series", "run_rows",
+           "run_rows_with_series", "run_sharded", "run_sweep", "series_schema", "summarise",
+           "tradeoff_svg", "write_summary"]

@@ -1,6 +1,7 @@
 """Configuration sweeps: a grid of Kafka configs × seeds, expanded into independent rows.
 
 ```toml
+description = "What do min.insync.replicas and unclean election buy when leaders crash?"
 scenario = "default"        # an embedded example name or a path to a scenario TOML
 seeds = 3                   # runs per configuration
 base_seed = 1
@@ -13,17 +14,33 @@ duration_s = 30
 "min.insync.replicas" = [1, 2]
 "unclean.leader.election.enable" = [false, true]
 "fault_rates.crashes_per_broker_hour" = [0.0, 20.0]
+
+tradeoff = { x = "unavailable_partition_seconds", y = "lost_acked_records" }   # the chart
+columns = ["lost_acked_records", "unavailable_partition_seconds"]   # summary.md's figures
 ```
+
+Figures (``tradeoff``, ``columns``) are names of :data:`ROW_METRICS`.
 
 Seeds come from the grid, never from where a row runs: row seed = ``SeedSequence(base_seed,
 spawn_key=(seed_index,))``. Every configuration sees the same seeds (common random numbers), so
 differences between configurations are not noise between seeds; a retried or re-partitioned task
 recomputes exactly the same rows.
+
+Results: :func:`flatten` turns a run's summary into one typed row (numbers as numbers, each axis
+in its own typed column, the configuration named by the settings that differ between
+configurations); :func:`summarise` gives per configuration the mean of every figure with a 95 %
+interval across seeds (Student's t) and, for the probability that a run loses any acknowledged
+record, a Wilson score interval; :func:`write_summary` writes ``summary.md``, ``summary.json``,
+``summary.html`` and the charts ``tradeoff.svg`` and ``p_loss.svg``.
 """
 from __future__ import annotations
 
+import html
 import itertools
+import json
+import math
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +67,10 @@ class SweepRow:
     overrides: dict[str, Any]
     axes: dict[str, Any]
     scenario_doc: dict[str, Any] = field(repr=False, default_factory=dict)
+    label: str = ""
+    """The configuration named by the settings that differ between configurations."""
+    axis_kinds: dict[str, str] = field(default_factory=dict)
+    """Each axis's column type (:func:`axis_type`)."""
 
     def scenario(self) -> scenario_mod.Scenario:
         return scenario_mod.from_dict(self.scenario_doc, {**self.overrides, "seed": self.seed})
@@ -63,6 +84,12 @@ class Grid:
     seeds: int
     base_seed: int
     source: str = ""
+    description: str = ""
+    """The question the grid answers."""
+    tradeoff: tuple[str, str] = ("unavailable_partition_seconds", "lost_acked_records")
+    """The figures on the x and y axes of ``tradeoff.svg``."""
+    columns: tuple[str, ...] = ()
+    """The figures of ``summary.md`` (default :data:`SUMMARY_COLUMNS`)."""
 
     @property
     def n_configs(self) -> int:
@@ -75,14 +102,18 @@ class Grid:
         keys = list(self.axes)
         combos = list(itertools.product(*(self.axes[k] for k in keys))) if keys else [()]
         seeds = [row_seed(self.base_seed, i) for i in range(self.seeds)]
+        kinds = {k: axis_type(v, k) for k, v in self.axes.items()}
+        varying = [k for k in keys if len(self.axes[k]) > 1]
         out = []
         for config_id, combo in enumerate(combos):
             axes = dict(zip(keys, combo, strict=True))
+            label = ", ".join(f"{short_name(k, self.scenario_doc)}={_show(axes[k])}"
+                              for k in varying) or "base"
             for seed_index, seed in enumerate(seeds):
                 out.append(SweepRow(
                     row_id=config_id * self.seeds + seed_index, config_id=config_id,
                     seed_index=seed_index, seed=seed, overrides={**self.fixed, **axes},
-                    axes=axes, scenario_doc=self.scenario_doc,
+                    axes=axes, scenario_doc=self.scenario_doc, label=label, axis_kinds=kinds,
                 ))
         return out
 
@@ -117,19 +148,583 @@ def load_grid(path: str | Path) -> Grid:
 
 
 def grid_from_dict(doc: dict[str, Any], *, relative_to: Path | None = None) -> Grid:
-    unknown = set(doc) - {"scenario", "seeds", "base_seed", "set", "axes"}
+    unknown = set(doc) - {"scenario", "seeds", "base_seed", "set", "axes", "description",
+                          "tradeoff", "columns"}
     if unknown:
         raise InvalidConfigurationError(f"unknown grid keys: {sorted(unknown)}")
     scenario_doc, source = _scenario_doc(str(doc.get("scenario", "default")), relative_to)
     axes = {str(k): list(v) if isinstance(v, list) else [v] for k, v in doc.get("axes", {}).items()}
     if any(not v for v in axes.values()):
         raise InvalidConfigurationError("every axis needs at least one value")
-    seeds = int(doc.get("seeds", 1))
+    try:
+        seeds = int(doc.get("seeds", 1))
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(f"seeds must be an integer, got {doc.get('seeds')!r}"
+                                        ) from None
     if seeds < 1:
-        raise InvalidConfigurationError("seeds must be at least 1")
+        raise InvalidConfigurationError(f"seeds must be at least 1, got {seeds}")
+    base_seed = doc.get("base_seed", 1)
+    if isinstance(base_seed, bool) or not isinstance(base_seed, int) or base_seed < 0:
+        raise InvalidConfigurationError(
+            f"base_seed must be a non-negative integer, got {base_seed!r}")
+    for key, values in axes.items():
+        if len({json.dumps(v) for v in values}) != len(values):
+            raise InvalidConfigurationError(f"axis {key!r} repeats a value: {values}")
+        axis_type(values, key)
+    known = {name for name, _ in ROW_METRICS}
+    trade = doc.get("tradeoff", {})
+    if not isinstance(trade, dict) or set(trade) - {"x", "y"}:
+        raise InvalidConfigurationError("tradeoff must be a table with x and y")
+    tradeoff = (str(trade.get("x", "unavailable_partition_seconds")),
+                str(trade.get("y", "lost_acked_records")))
+    columns = tuple(str(c) for c in doc.get("columns", ()))
+    for name in (*tradeoff, *columns):
+        if name not in known:
+            raise InvalidConfigurationError(f"unknown figure {name!r} (one of {sorted(known)})")
     grid = Grid(scenario_doc, axes, dict(doc.get("set", {})), seeds,
-                int(doc.get("base_seed", 1)), source)
+                int(doc.get("base_seed", 1)), source, str(doc.get("description", "")),
+                tradeoff, columns)
     # Validate every configuration up front: a bad value fails before any cluster time is spent.
     for row in grid.rows()[:: grid.seeds]:
         row.scenario()
     return grid
+
+
+# --- result rows ----------------------------------------------------------------------------------
+def axis_type(values: Sequence[Any], key: str = "axis") -> str:
+    """The column type of an axis: ``bool``, ``int``, ``float`` or ``str`` (every value of the
+    axis must have it; ints mix into floats)."""
+    if all(isinstance(v, bool) for v in values):
+        return "bool"
+    if any(isinstance(v, bool) for v in values):
+        raise InvalidConfigurationError(f"axis {key!r} mixes booleans with other values")
+    if all(isinstance(v, int) for v in values):
+        return "int"
+    if all(isinstance(v, (int, float)) for v in values):
+        return "float"
+    if all(isinstance(v, str) for v in values):
+        return "str"
+    raise InvalidConfigurationError(f"axis {key!r} mixes strings with numbers: {values}")
+
+
+def axis_column(key: str) -> str:
+    """The result column of an axis: ``cfg_`` + the key with non-alphanumerics as ``_``."""
+    return "cfg_" + "".join(c if c.isalnum() else "_" for c in key)
+
+
+def _axis_value(value: Any, kind: str) -> Any:
+    return float(value) if kind == "float" else value
+
+
+SHORT_NAMES = {"workload.acks": "acks", "min.insync.replicas": "min ISR",
+               "unclean.leader.election.enable": "unclean",
+               "replica.lag.time.max.ms": "replica.lag.time.max.ms"}
+
+
+def short_name(key: str, scenario_doc: Mapping[str, Any] | None = None) -> str:
+    """How a setting is named in a configuration label (``faults.0.factor`` of a slow fault:
+    ``slow factor``)."""
+    if key in SHORT_NAMES:
+        return SHORT_NAMES[key]
+    head, _, attr = key.rpartition(".")
+    if head.startswith("faults.") and head[7:].isdigit():
+        faults = (scenario_doc or {}).get("faults", [])
+        index = int(head[7:])
+        kind = faults[index].get("kind") if index < len(faults) else None
+        return f"{kind} {attr}" if kind else f"fault {index} {attr}"
+    for prefix in ("workload.", "cluster.", "fault_rates."):
+        if key.startswith(prefix):
+            return key[len(prefix):]
+    return key
+
+
+def _show(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def config_labels(grid: Grid) -> dict[int, str]:
+    """Each configuration named by the settings that differ between configurations
+    (``acks=all, min ISR=2, unclean=false``); ``base`` when nothing differs."""
+    return {row.config_id: row.label for row in grid.rows()[:: grid.seeds]}
+
+
+LOSS_CAUSES = ("unclean_election", "power_failure", "acks_1", "high_watermark_truncation",
+               "unexplained")
+UNAVAILABILITY_CAUSES = ("no_leader", "leader_down", "leader_unreachable", "leader_not_ready",
+                         "under_min_isr")
+ROW_METRICS: tuple[tuple[str, str], ...] = (
+    ("acked_records", "int"), ("lost_acked_records", "int"), ("any_loss", "int"),
+    *((f"lost_{c}", "int") for c in LOSS_CAUSES),
+    ("diverged_partitions", "int"), ("duplicate_batches", "int"), ("reordered_batches", "int"),
+    ("unavailable_partition_seconds", "float"),
+    *((f"unavailable_{c}_partition_seconds", "float") for c in UNAVAILABILITY_CAUSES),
+    ("offline_partition_seconds", "float"), ("under_min_isr_partition_seconds", "float"),
+    ("under_replicated_partition_seconds", "float"),
+    ("isr_shrinks", "int"), ("isr_expands", "int"), ("isr_leader_shrinks", "int"),
+    ("isr_leader_expands", "int"), ("isr_controller_removals", "int"),
+    ("leader_elections", "int"), ("unclean_elections", "int"),
+    ("produced_batches", "int"), ("acked_batches", "int"), ("failed_batches", "int"),
+    ("producer_retries", "int"), ("producer_errors", "int"),
+    ("faults_injected", "int"), ("crashes", "int"), ("power_failures", "int"),
+    ("restarts", "int"),
+    ("recovery_detected_s_max", "float"), ("recovery_writable_s_max", "float"),
+    ("recovery_isr_full_s_max", "float"),
+    ("follower_fetch_requests_per_s", "float"), ("full_fetches", "int"),
+    ("incremental_fetches", "int"), ("fetch_session_evictions", "int"),
+    ("delayed_fetches_completed", "int"), ("delayed_fetches_expired", "int"),
+    ("produce_latency_ms_p50", "float"), ("produce_latency_ms_p99", "float"),
+    ("produce_latency_ms_max", "float"), ("replication_lag_records_p50", "float"),
+    ("replication_lag_records_p99", "float"), ("replication_lag_records_max", "float"),
+    ("sim_seconds", "float"), ("events", "int"),
+)
+"""Every figure a sweep row carries, with its type (a float may be None: nothing to time)."""
+
+
+def row_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures of one run's summary as typed values (see :data:`ROW_METRICS`)."""
+    lost = summary.get("lost_acked_records_by_cause", {})
+    unavailable = summary.get("unavailable_partition_seconds_by_cause", {})
+    origins = summary.get("isr_changes_by_origin", {})
+    fetch = summary.get("fetch_path", {}).get("total", {})
+    recovery = summary.get("fault_recovery", [])
+
+    def worst(key: str) -> float | None:
+        values = [r[key] for r in recovery if r.get(key) is not None]
+        return float(max(values)) if values else None
+
+    out: dict[str, Any] = {
+        "lost_acked_records": int(summary.get("lost_acked_records", 0)),
+        "any_loss": int(summary.get("lost_acked_records", 0) > 0),
+        "isr_leader_shrinks": int(origins.get("alter_partition", {}).get("shrink", 0)),
+        "isr_leader_expands": int(origins.get("alter_partition", {}).get("expand", 0)),
+        "isr_controller_removals": sum(int(v.get("shrink", 0)) for k, v in origins.items()
+                                       if k != "alter_partition"),
+        "producer_errors": sum(int(v) for v in summary.get("producer_errors", {}).values()),
+        "power_failures": sum(1 for r in recovery
+                              if r.get("kind") == "crash" and "(power)" in r.get("fault", "")),
+        "recovery_detected_s_max": worst("detected_after_s"),
+        "recovery_writable_s_max": worst("writable_after_s"),
+        "recovery_isr_full_s_max": worst("isr_full_after_s"),
+        "follower_fetch_requests_per_s": float(fetch.get("follower_fetch_requests_per_s", 0.0)),
+        "full_fetches": int(fetch.get("full_fetches", 0)),
+        "incremental_fetches": int(fetch.get("incremental_fetches", 0)),
+        "fetch_session_evictions": int(fetch.get("session_evictions", 0)),
+        "delayed_fetches_completed": int(fetch.get("delayed_fetches_completed", 0)),
+        "delayed_fetches_expired": int(fetch.get("delayed_fetches_expired", 0)),
+    }
+    for c in LOSS_CAUSES:
+        out[f"lost_{c}"] = int(lost.get(c, 0))
+    for c in UNAVAILABILITY_CAUSES:
+        out[f"unavailable_{c}_partition_seconds"] = float(unavailable.get(c, 0.0))
+    for key in ("produce_latency_ms", "replication_lag_records"):
+        dist = summary.get(key) or {}
+        for stat in ("p50", "p99", "max"):
+            out[f"{key}_{stat}"] = float(dist.get(stat, 0.0) or 0.0)
+    for name, kind in ROW_METRICS:
+        if name not in out:
+            value = summary.get(name, 0) or 0
+            out[name] = int(value) if kind == "int" else float(value)
+    return {name: out[name] for name, _ in ROW_METRICS}
+
+
+def flatten(row: SweepRow, summary: Mapping[str, Any]) -> dict[str, Any]:
+    """One typed result row: ids, seed, the configuration (label, fingerprint, every axis in
+    its own typed column, and all axes as JSON), then every figure of :data:`ROW_METRICS`."""
+    out: dict[str, Any] = {"row_id": row.row_id, "config_id": row.config_id,
+                           "seed_index": row.seed_index, "seed": row.seed,
+                           "config_label": row.label,
+                           "config_fingerprint": summary.get("config", {}).get("fingerprint", ""),
+                           "axes": json.dumps(row.axes, sort_keys=True)}
+    for key, value in sorted(row.axes.items()):
+        kind = row.axis_kinds.get(key) or axis_type([value], key)
+        out[axis_column(key)] = _axis_value(value, kind)
+    out.update(row_metrics(summary))
+    return out
+
+
+SERIES_COLUMNS = ("t", "unavailable", "offline", "under_replicated", "under_min_isr",
+                  "mean_isr_size", "max_lag", "mean_lag", "elections", "unclean_elections",
+                  "acked_records", "lost_acked_records")
+"""The time-series columns exported per sweep row (``t`` in simulated seconds)."""
+
+
+def series_rows(row: SweepRow, series: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    """One run's sampled series as long-format rows (row ids, then :data:`SERIES_COLUMNS`)."""
+    cols = [c for c in SERIES_COLUMNS if c in series]
+    out = []
+    for values in zip(*(series[c] for c in cols), strict=True):
+        r: dict[str, Any] = {"row_id": row.row_id, "config_id": row.config_id,
+                             "seed_index": row.seed_index}
+        for c, v in zip(cols, values, strict=True):
+            r[c] = float(v)
+        out.append(r)
+    return out
+
+
+# --- statistics -----------------------------------------------------------------------------------
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+         2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+         2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+"""Student's t, 97.5th percentile, for 1..30 degrees of freedom."""
+
+
+def t975(df: int) -> float:
+    """The two-sided 95 % critical value of Student's t with ``df`` degrees of freedom."""
+    if df < 1:
+        raise ValueError("needs at least one degree of freedom")
+    if df <= 30:
+        return _T975[df - 1]
+    for limit, value in ((40, 2.021), (60, 2.000), (120, 1.980)):
+        if df <= limit:
+            return value
+    return 1.960
+
+
+def mean_ci95(values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """Mean and a 95 % confidence interval of the mean (Student's t over the seeds); no
+    interval from a single run."""
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no values")
+    mean = sum(xs) / n
+    if n == 1:
+        return mean, None, None
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    half = t975(n - 1) * math.sqrt(var / n)
+    return mean, mean - half, mean + half
+
+
+def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion ``k / n`` (95 % by default): unlike
+    ``p ± z·√(p(1−p)/n)`` it stays inside [0, 1] and is not empty when k is 0 or n."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"needs 0 ≤ k ≤ n and n > 0, got k={k}, n={n}")
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarise(grid: Grid, results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per configuration: its label and axes, the number of runs, every figure of
+    :data:`ROW_METRICS` as mean, 95 % interval, min and max over the seeds (timings over the
+    runs that had them), and P(any acknowledged record lost) with its Wilson interval."""
+    labels = config_labels(grid)
+    by_cfg: dict[int, list[Mapping[str, Any]]] = {}
+    for r in results:
+        by_cfg.setdefault(int(r["config_id"]), []).append(r)
+    out = []
+    for cfg, runs in sorted(by_cfg.items()):
+        entry: dict[str, Any] = {"config_id": cfg, "label": labels.get(cfg, str(cfg)),
+                                 "axes": json.loads(runs[0]["axes"]), "runs": len(runs),
+                                 "fingerprint": runs[0].get("config_fingerprint", "")}
+        metrics = {}
+        for name, _kind in ROW_METRICS:
+            values = [r[name] for r in runs if r.get(name) is not None]
+            if not values:
+                metrics[name] = {"mean": None, "ci95": None, "min": None, "max": None, "n": 0}
+                continue
+            mean, lo, hi = mean_ci95(values)
+            metrics[name] = {"mean": mean, "ci95": None if lo is None else [lo, hi],
+                             "min": min(values), "max": max(values), "n": len(values)}
+        entry["metrics"] = metrics
+        k = sum(1 for r in runs if r["lost_acked_records"] > 0)
+        lo, hi = wilson(k, len(runs))
+        entry["p_any_loss"] = {"runs_losing": k, "runs": len(runs), "p": k / len(runs),
+                               "wilson95": [lo, hi]}
+        out.append(entry)
+    return out
+
+
+# --- outputs --------------------------------------------------------------------------------------
+def _fmt_ci(m: Mapping[str, Any], unit: str = "") -> str:
+    from replica_core.sim.report import fmt_num
+
+    if m["mean"] is None:
+        return "—"
+    text = fmt_num(m["mean"], unit)
+    if m["ci95"] is not None:
+        lo, hi = m["ci95"]
+        if m["min"] >= 0:  # a count or a duration: the interval does not go below zero
+            lo = max(lo, 0.0)
+        text += f" [{fmt_num(lo)}, {fmt_num(hi)}]"
+    return text
+
+
+METRIC_LABELS = {
+    # figure: (table column, chart axis)
+    "lost_acked_records": ("lost acked records", "acknowledged records lost"),
+    "lost_unclean_election": ("lost: unclean election", "records lost to unclean elections"),
+    "lost_power_failure": ("lost: power failure", "records lost to power failures"),
+    "lost_acks_1": ("lost: acks=1", "acks=1 records lost"),
+    "unavailable_partition_seconds": ("unavailable partition-s",
+                                      "partition-seconds producers could not write"),
+    "offline_partition_seconds": ("offline partition-s", "partition-seconds offline"),
+    "under_min_isr_partition_seconds": ("under min ISR partition-s",
+                                        "partition-seconds under min ISR"),
+    "under_replicated_partition_seconds": ("under-replicated partition-s",
+                                           "partition-seconds under-replicated"),
+    "produce_latency_ms_p99": ("p99 produce ms", "p99 produce latency (ms)"),
+    "produce_latency_ms_max": ("max produce ms", "max produce latency (ms)"),
+    "isr_shrinks": ("ISR shrinks", "ISR shrinks"),
+    "isr_leader_shrinks": ("ISR shrinks by leaders", "ISR shrinks by leaders"),
+    "unclean_elections": ("unclean elections", "unclean elections"),
+    "faults_injected": ("faults", "faults injected"),
+    "producer_errors": ("producer errors", "producer errors"),
+}
+"""How a figure is named in a table column and on a chart axis (with its unit)."""
+
+
+def metric_label(name: str, *, axis: bool = False) -> str:
+    default = name.replace("_", " ")
+    column, chart = METRIC_LABELS.get(name, (default, default))
+    return chart if axis else column
+
+
+SUMMARY_COLUMNS = ("lost_acked_records", "lost_unclean_election", "lost_power_failure",
+                   "lost_acks_1", "unavailable_partition_seconds", "offline_partition_seconds",
+                   "under_min_isr_partition_seconds", "produce_latency_ms_p99",
+                   "isr_shrinks", "unclean_elections", "faults_injected")
+"""The figures of ``summary.md`` unless the grid names its own ``columns``."""
+
+
+def summary_markdown(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) -> str:
+    """``summary.md``: the question, then one line per configuration (mean [95 % interval])."""
+    from replica_core.sim.report import fmt_num
+
+    columns = grid.columns or SUMMARY_COLUMNS
+    head = ["configuration", "runs", "P(any loss) [Wilson 95 %]"] + [metric_label(c)
+                                                                    for c in columns]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for e in table:
+        p = e["p_any_loss"]
+        cells = [e["label"], str(e["runs"]),
+                 f"{p['runs_losing']}/{p['runs']} = {fmt_num(p['p'])} "
+                 f"[{fmt_num(p['wilson95'][0])}, {fmt_num(p['wilson95'][1])}]"]
+        cells += [_fmt_ci(e["metrics"][k]) for k in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    fixed = ", ".join(f"`{k}={v}`" for k, v in grid.fixed.items()) or "none"
+    constant = ", ".join(f"`{k}={_show(v[0])}`" for k, v in grid.axes.items() if len(v) == 1)
+    question = f"{grid.description.strip()}\n\n" if grid.description else ""
+    return (
+        f"# Sweep summary\n\n{question}"
+        f"{rows} runs: {grid.n_configs} configurations × {grid.seeds} seeds (base seed "
+        f"{grid.base_seed}; every configuration sees the same seeds). Scenario: "
+        f"{grid.scenario_doc.get('name', '?')}; set for every run: {fixed}"
+        + (f"; constant axes: {constant}" if constant else "") + ".\n\n"
+        + "\n".join(lines) + "\n\n"
+        "Each figure is the mean over the seeds with a 95 % confidence interval of the mean "
+        "(Student's t) in brackets; P(any loss) is the share of runs that lost at least one "
+        "acknowledged record, with a Wilson score interval. Unavailability counts the "
+        "partition-seconds a producer with that configuration's acks could not write (no "
+        "live reachable leader, a leader not yet known dead or not yet ready, and for "
+        "acks=all an ISR below min.insync.replicas).\n")
+
+
+def tradeoff_svg(table: Sequence[Mapping[str, Any]], *, seeds: int | None = None,
+                 x: str = "unavailable_partition_seconds", y: str = "lost_acked_records"
+                 ) -> str:
+    """Scatter of two figures (by default availability against durability: x =
+    partition-seconds producers with the configuration's acks could not write, y =
+    acknowledged records lost), one named point per configuration at the means over the
+    seeds, with 95 % intervals on both axes."""
+    from replica_core.sim.report import PALETTE, fmt_num, nice_ticks
+
+    legend_w = 330
+    w, h, ml, mr, mt, mb = 980, 520, 80, 30 + legend_w, 40, 60
+    pts = []
+    for e in table:
+        mx = e["metrics"][x]
+        my = e["metrics"][y]
+        pts.append((e, mx, my))
+
+    def hi(m: Mapping[str, Any]) -> float:
+        return float(m["ci95"][1]) if m.get("ci95") else float(m["mean"] or 0.0)
+
+    xt = nice_ticks(0.0, max([1.0] + [hi(mx) for _, mx, _ in pts]), 6)
+    yt = nice_ticks(0.0, max([1.0] + [hi(my) for _, _, my in pts]), 6)
+
+    def px(v: float) -> float:
+        return ml + (v - xt[0]) / (xt[-1] - xt[0]) * (w - ml - mr)
+
+    def py(v: float) -> float:
+        return h - mb - (v - yt[0]) / (yt[-1] - yt[0]) * (h - mt - mb)
+
+    n = f" over {seeds} seeds" if seeds else ""
+    title = f"{metric_label(y, axis=True)} against {metric_label(x, axis=True)}"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
+           f'height="{h}" font-family="sans-serif" font-size="12" role="img" '
+           f'aria-label="{html.escape(title)}">',
+           f'<title>{html.escape(title)}</title>',
+           f'<rect x="0" y="0" width="{w}" height="{h}" fill="#fff"/>']
+    for v in yt:
+        out.append(f'<line x1="{ml}" y1="{py(v):.1f}" x2="{w - mr}" y2="{py(v):.1f}" '
+                   f'stroke="#eee"/>')
+        out.append(f'<text x="{ml - 6}" y="{py(v) + 4:.1f}" text-anchor="end" fill="#444">'
+                   f'{html.escape(fmt_num(v))}</text>')
+    for v in xt:
+        out.append(f'<line x1="{px(v):.1f}" y1="{mt}" x2="{px(v):.1f}" y2="{h - mb}" '
+                   f'stroke="#eee"/>')
+        out.append(f'<text x="{px(v):.1f}" y="{h - mb + 18}" text-anchor="middle" '
+                   f'fill="#444">{html.escape(fmt_num(v))}</text>')
+    out.append(f'<line x1="{ml}" y1="{h - mb}" x2="{w - mr}" y2="{h - mb}" stroke="#888"/>')
+    out.append(f'<line x1="{ml}" y1="{mt}" x2="{ml}" y2="{h - mb}" stroke="#888"/>')
+    out.append(f'<text x="{(ml + w - mr) / 2:.0f}" y="{h - 14}" text-anchor="middle">'
+               f'{html.escape(metric_label(x, axis=True))}: mean{n}, 95 % CI</text>')
+    out.append(f'<text transform="translate(18,{(mt + h - mb) / 2:.0f}) rotate(-90)" '
+               f'text-anchor="middle">{html.escape(metric_label(y, axis=True))}: mean{n}, 95 % '
+               f'CI</text>')
+    for i, (e, mx, my) in enumerate(pts):
+        colour = PALETTE[i % len(PALETTE)]
+        vx, vy = float(mx["mean"] or 0.0), float(my["mean"] or 0.0)
+        if mx.get("ci95"):
+            lo, up = max(mx["ci95"][0], 0.0), mx["ci95"][1]
+            out.append(f'<line x1="{px(lo):.1f}" y1="{py(vy):.1f}" x2="{px(up):.1f}" '
+                       f'y2="{py(vy):.1f}" stroke="{colour}" stroke-width="1.5"/>')
+        if my.get("ci95"):
+            lo, up = max(my["ci95"][0], 0.0), my["ci95"][1]
+            out.append(f'<line x1="{px(vx):.1f}" y1="{py(lo):.1f}" x2="{px(vx):.1f}" '
+                       f'y2="{py(up):.1f}" stroke="{colour}" stroke-width="1.5"/>')
+        label = html.escape(str(e["label"]))
+        number = i + 1
+        out.append(f'<circle cx="{px(vx):.1f}" cy="{py(vy):.1f}" r="5" fill="{colour}">'
+                   f'<title>{number}: {label}: {html.escape(metric_label(x, axis=True))} '
+                   f'{fmt_num(vx)}, {html.escape(metric_label(y, axis=True))} {fmt_num(vy)}'
+                   f'</title></circle>')
+        out.append(f'<text x="{px(vx) + 7:.1f}" y="{py(vy) - 6:.1f}" fill="{colour}" '
+                   f'font-weight="bold">{number}</text>')
+        # the legend names every point: number, colour, configuration, the two means
+        ly = mt + 8 + 34 * i
+        lx = w - legend_w + 10
+        out.append(f'<circle cx="{lx}" cy="{ly - 4}" r="5" fill="{colour}"/>')
+        out.append(f'<text x="{lx + 10}" y="{ly}" fill="{colour}" font-weight="bold">'
+                   f'{number}</text>')
+        out.append(f'<text x="{lx + 28}" y="{ly}">{label}</text>')
+        out.append(f'<text x="{lx + 28}" y="{ly + 14}" fill="#666" font-size="11">'
+                   f'x {html.escape(fmt_num(vx))}, y {html.escape(fmt_num(vy))}</text>')
+    out.append("</svg>\n")
+    return "".join(out)
+
+
+def p_loss_svg(table: Sequence[Mapping[str, Any]]) -> str:
+    """P(a run loses any acknowledged record) per configuration, with Wilson 95 % intervals."""
+    from replica_core.sim.report import fmt_num
+
+    w, ml, mr, mt, row_h = 900, 300, 60, 30, 26
+    h = mt + row_h * max(1, len(table)) + 56
+
+    def px(v: float) -> float:
+        return ml + v * (w - ml - mr)
+
+    bottom = h - 56
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {w} {h}" width="{w}" '
+           f'height="{h}" font-family="sans-serif" font-size="12" role="img" '
+           f'aria-label="probability of losing acknowledged records per configuration">',
+           '<title>P(any acknowledged record lost) per configuration</title>',
+           f'<rect x="0" y="0" width="{w}" height="{h}" fill="#fff"/>']
+    for k in range(11):
+        v = k / 10
+        out.append(f'<line x1="{px(v):.1f}" y1="{mt}" x2="{px(v):.1f}" y2="{bottom}" '
+                   f'stroke="#eee"/>')
+        out.append(f'<text x="{px(v):.1f}" y="{bottom + 16}" text-anchor="middle" '
+                   f'fill="#444">{fmt_num(100 * v)} %</text>')
+    out.append(f'<text x="{(ml + w - mr) / 2:.0f}" y="{h - 12}" text-anchor="middle">'
+               'share of runs losing any acknowledged record (Wilson 95 % interval)</text>')
+    for i, e in enumerate(table):
+        y = mt + row_h * i + row_h / 2
+        p = e["p_any_loss"]
+        lo, hi = p["wilson95"]
+        out.append(f'<text x="{ml - 8}" y="{y + 4:.1f}" text-anchor="end">'
+                   f'{html.escape(str(e["label"]))}</text>')
+        out.append(f'<line x1="{px(lo):.1f}" y1="{y:.1f}" x2="{px(hi):.1f}" y2="{y:.1f}" '
+                   f'stroke="#0072B2" stroke-width="2"/>')
+        out.append(f'<circle cx="{px(p["p"]):.1f}" cy="{y:.1f}" r="5" fill="#0072B2">'
+                   f'<title>{p["runs_losing"]}/{p["runs"]} runs lost data; 95 % interval '
+                   f'{fmt_num(100 * lo)}–{fmt_num(100 * hi)} %</title></circle>')
+        out.append(f'<text x="{px(hi) + 6:.1f}" y="{y + 4:.1f}" fill="#444">'
+                   f'{p["runs_losing"]}/{p["runs"]}</text>')
+    out.append("</svg>\n")
+    return "".join(out)
+
+
+def grid_title(grid: Grid) -> str:
+    """The grid's question: its description up to the first ``?`` or ``:`` (or sentence)."""
+    text = " ".join(grid.description.split())
+    if not text:
+        return "Sweep summary"
+    cut = min((i for i in (text.find("?"), text.find(": "), text.find(". ")) if i >= 0),
+              default=len(text) - 1)
+    return text[:cut + 1].rstrip(":").strip()
+
+
+def summary_html(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) -> str:
+    """A self-contained page: the question, the table, both charts."""
+    from replica_core.sim.report import _CSS
+
+    md = summary_markdown(grid, table, rows)
+    body_rows = [line for line in md.splitlines() if line.startswith("|")]
+    head = [c.strip() for c in body_rows[0].strip("|").split("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in body_rows[2:]]
+    def cell(text: str) -> str:
+        value, sep, interval = text.partition(" [")
+        if not sep:
+            return html.escape(text)
+        return f"{html.escape(value)}<br><span class='muted'>[{html.escape(interval)}</span>"
+
+    table_html = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>"
+                  + "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>"
+                            for r in cells) + "</table>")
+    notes = md.split("\n\n")[-1]
+    description = " ".join(grid.description.split())
+    title = grid_title(grid)
+    css = _CSS.replace("max-width:960px", "max-width:1240px")
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>replica-core sweep: {html.escape(title)}</title><style>{css}</style>"
+            f"</head><body><h1>Sweep: {html.escape(title)}</h1>"
+            f"<p>{html.escape(description)}</p>"
+            f"<p class='sub'>{rows} runs: {grid.n_configs} configurations × {grid.seeds} seeds "
+            f"(base seed {grid.base_seed})</p>{table_html}"
+            f"<p class='muted'>{html.escape(notes)}</p>"
+            f"<h2>{html.escape(metric_label(grid.tradeoff[1], axis=True))} against "
+            f"{html.escape(metric_label(grid.tradeoff[0], axis=True))}</h2>"
+            f"{tradeoff_svg(table, seeds=grid.seeds, x=grid.tradeoff[0], y=grid.tradeoff[1])}"
+            f"<h2>Probability of losing acknowledged data</h2>{p_loss_svg(table)}"
+            "</body></html>\n")
+
+
+def write_summary(grid: Grid, results: Sequence[Mapping[str, Any]], out_dir: str | Path,
+                  wall_s: float | None = None) -> None:
+    """``summary.json`` (per configuration: label, axes, every figure's mean and interval,
+    P(any loss)), ``summary.md``, ``summary.html``, ``tradeoff.svg``, ``p_loss.svg``, and
+    ``run.json`` (wall-clock seconds) when ``wall_s`` is given."""
+    from replica_core.sim.report import write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = summarise(grid, results)
+    write_json(out / "summary.json", {
+        "grid": {"description": grid.description,
+                 "scenario": grid.scenario_doc.get("name", ""),
+                 "axes": grid.axes, "set": grid.fixed, "seeds": grid.seeds,
+                 "base_seed": grid.base_seed, "tradeoff": list(grid.tradeoff)},
+        "configs": table, "rows": len(results), "seeds": grid.seeds,
+        "base_seed": grid.base_seed})
+    if wall_s is not None:
+        (out / "run.json").write_text(json.dumps({"wall_seconds": round(wall_s, 3)}) + "\n")
+    (out / "summary.md").write_text(summary_markdown(grid, table, len(results)))
+    (out / "tradeoff.svg").write_text(tradeoff_svg(table, seeds=grid.seeds, x=grid.tradeoff[0],
+                                                   y=grid.tradeoff[1]))
+    (out / "p_loss.svg").write_text(p_loss_svg(table))
+    (out / "summary.html").write_text(summary_html(grid, table, len(results)))
+
+
+def write_series_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The sweep's time series (long format, one line per run and sample) as CSV."""
+    cols = ["row_id", "config_id", "seed_index", *SERIES_COLUMNS]
+    lines = [",".join(cols)]
+    for r in sorted(rows, key=lambda r: (r["row_id"], r["t"])):
+        lines.append(",".join("" if r.get(c) is None else f"{r[c]:.6g}"
+                              if isinstance(r.get(c), float) else str(r[c]) for c in cols))
+    Path(path).write_text("\n".join(lines) + "\n")

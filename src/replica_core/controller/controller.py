@@ -7,7 +7,7 @@ caller (the simulator's network, a test) to deliver, delay or lose. Time comes f
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from replica_core.controller.election import (
@@ -29,6 +29,18 @@ from replica_core.replication.messages import (
 )
 
 DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms (KRaft: broker.session.timeout.ms = 9000)
+
+ISR_ORIGIN_ALTER_PARTITION = "alter_partition"
+"""The partition leader's AlterPartition (its ISR shrink or expansion) committed."""
+ISR_ORIGIN_BROKER_FAILURE = "broker_failure"
+"""The controller removed a broker whose session ended (from ISRs it followed in, and the
+ISR the offline election leaves for the partitions it led)."""
+ISR_ORIGIN_CONTROLLED_SHUTDOWN = "controlled_shutdown"
+ISR_ORIGIN_ELECTION = "election"
+"""An offline partition elected when a broker registers (unclean: the ISR becomes the leader)."""
+
+IsrListener = Callable[[TopicPartition, tuple[int, ...], tuple[int, ...], str], None]
+"""``listener(tp, old_isr, new_isr, origin)``: an observer of every committed ISR change."""
 
 
 @dataclass
@@ -107,6 +119,14 @@ class Controller:
         self.unclean_enabled: dict[str, bool] = {}
         self.stats = ControllerStats()
         self._next_broker_epoch = 100
+        self.isr_listener: IsrListener | None = None
+        """Observer of every ISR change the controller commits, with its origin (one of the
+        ``ISR_ORIGIN_*`` names); it only watches, never changes a decision."""
+
+    def _isr_changed(self, tp: TopicPartition, old: tuple[int, ...], new: tuple[int, ...],
+                     origin: str) -> None:
+        if self.isr_listener is not None and tuple(old) != tuple(new):
+            self.isr_listener(tp, tuple(old), tuple(new), origin)
 
     # --- views ---------------------------------------------------------------------------------
     @property
@@ -156,7 +176,7 @@ class Controller:
         offline partitions it can lead are elected (§8.3)."""
         self._next_broker_epoch += 1
         self.brokers[broker_id] = BrokerRegistration(broker_id, self._next_broker_epoch, True, now_ms)
-        changed = self._elect_offline()
+        changed = self._elect_offline(ISR_ORIGIN_ELECTION)
         out = self._fan_out(self.partitions_of(broker_id), only=[broker_id])
         more = self._fan_out(changed)
         for b, req in more.requests.items():
@@ -196,23 +216,28 @@ class Controller:
             if broker_id not in p.replicas:
                 continue
             if p.leader == broker_id:
-                self._elect(tp, p, live)
+                self._elect(tp, p, live, ISR_ORIGIN_BROKER_FAILURE)
                 changed.append(tp)
             elif broker_id in p.isr and len(p.isr) > 1:
+                old = p.isr
                 p.isr = tuple(r for r in p.isr if r != broker_id)
+                self._isr_changed(tp, old, p.isr, ISR_ORIGIN_BROKER_FAILURE)
                 p.leader_epoch += 1
                 p.partition_epoch += 1
                 changed.append(tp)
         return self._fan_out(changed)
 
-    def _elect(self, tp: TopicPartition, p: PartitionRegistration, live: set[int]) -> None:
+    def _elect(self, tp: TopicPartition, p: PartitionRegistration, live: set[int],
+               origin: str = ISR_ORIGIN_ELECTION) -> None:
         e = offline_partition_election(
             p.replicas, p.isr, live, unclean_enabled=self.unclean_enabled.get(tp.topic, False)
         )
         if p.leader != NO_LEADER and e.leader == NO_LEADER:
             self.stats.offline_partitions_events += 1
         p.leader = e.leader
+        old = p.isr
         p.isr = e.isr
+        self._isr_changed(tp, old, p.isr, origin)
         p.leader_epoch += 1
         p.partition_epoch += 1
         if e.has_leader:
@@ -221,7 +246,7 @@ class Controller:
             self.stats.unclean_elections += 1
             p.leader_recovery_state = LEADER_RECOVERY_RECOVERING
 
-    def _elect_offline(self) -> list[TopicPartition]:
+    def _elect_offline(self, origin: str = ISR_ORIGIN_ELECTION) -> list[TopicPartition]:
         live = self.live_brokers
         changed = []
         for tp, p in self.partitions.items():
@@ -231,7 +256,7 @@ class Controller:
                 p.replicas, p.isr, live, unclean_enabled=self.unclean_enabled.get(tp.topic, False)
             )
             if e.has_leader:
-                self._elect(tp, p, live)
+                self._elect(tp, p, live, origin)
                 changed.append(tp)
         return changed
 
@@ -251,7 +276,9 @@ class Controller:
                 p.leader = e.leader
                 self.stats.leader_elections += 1
             if p.leader != broker_id and len(e.isr) > 0:
+                old = p.isr
                 p.isr = e.isr
+                self._isr_changed(tp, old, p.isr, ISR_ORIGIN_CONTROLLED_SHUTDOWN)
             p.leader_epoch += 1
             p.partition_epoch += 1
             changed.append(tp)
@@ -343,7 +370,9 @@ class Controller:
             if err != Errors.NONE:
                 results.append(AlterPartitionResult(item.tp, err))
                 continue
+            old = p.isr
             p.isr = tuple(item.new_isr)
+            self._isr_changed(item.tp, old, p.isr, ISR_ORIGIN_ALTER_PARTITION)
             p.partition_epoch += 1
             p.leader_recovery_state = item.leader_recovery_state
             self.stats.isr_changes += 1

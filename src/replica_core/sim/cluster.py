@@ -43,7 +43,11 @@ from typing import Any
 import numpy as np
 
 from replica_core.controller import Controller
-from replica_core.controller.controller import DEFAULT_SESSION_TIMEOUT_MS, Outbox
+from replica_core.controller.controller import (
+    DEFAULT_SESSION_TIMEOUT_MS,
+    ISR_ORIGIN_ALTER_PARTITION,
+    Outbox,
+)
 from replica_core.errors import Errors, InvalidConfigurationError
 from replica_core.replication import ReplicaConfig
 from replica_core.replication.messages import (
@@ -52,6 +56,7 @@ from replica_core.replication.messages import (
     LeaderAndIsrRequest,
     TopicPartition,
 )
+from replica_core.sim.availability import ClientView
 from replica_core.sim.broker import (
     CONTROLLER_NODE,
     Heartbeat,
@@ -191,6 +196,50 @@ def split_configs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def configs_in_force(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every configuration a simulated cluster runs with, defaults included, by the layer that
+    reads it: ``broker`` (replication: :class:`~replica_core.replication.ReplicaConfig`),
+    ``log`` (the topic-level defaults: :class:`~replica_core.storage.LogConfig`, with the
+    simulator's ``segment.index.bytes`` default), ``controller`` and ``producer``; Kafka's
+    dotted names, values as Kafka's properties print them. Unknown keys raise
+    InvalidConfigurationError (as :class:`Cluster` does)."""
+    routed = split_configs(config)
+    replica = ReplicaConfig.from_properties(routed["replica"]).to_properties()
+    replica.pop("truncation", None)  # the simulator's mode, not a Kafka config
+    log_props = routed["log"]
+    if not any(k in log_props for k in ("segment.index.bytes", "log.index.size.max.bytes")):
+        log_props = {**SIM_LOG_DEFAULTS, **log_props}
+    log = LogConfig.from_properties(log_props).to_properties()
+    ctrl = routed["controller"]
+    session = int(ctrl.get("session_timeout_ms", DEFAULT_SESSION_TIMEOUT_MS))
+    controller = {
+        "broker.session.timeout.ms": session,
+        "broker.heartbeat.interval.ms": int(ctrl.get("heartbeat_interval_ms",
+                                                     max(1, min(2000, session // 3)))),
+        "controller.socket.timeout.ms": int(ctrl.get("controller_timeout_ms", 30_000)),
+    }
+    client = routed["client"]
+    producer = {
+        "retry.backoff.ms": int(client.get("retry_backoff_ms", 100)),
+        "retry.backoff.max.ms": int(client.get("retry_backoff_max_ms", 1000)),
+        "delivery.timeout.ms": int(client.get("delivery_timeout_ms", 120_000)),
+        "request.timeout.ms": int(client.get("request_timeout_ms",
+                                             replica["request.timeout.ms"])),
+    }
+    return {"broker": dict(sorted(replica.items())), "log": dict(sorted(log.items())),
+            "controller": controller, "producer": producer}
+
+
+FETCH_METRICS = (
+    "FetchRequestsPerSec.follower", "FetchRequestsPerSec.consumer", "FullFetches",
+    "IncrementalFetches", "SessionlessFetches", "FetchSessionErrors",
+    "IncrementalFetchSessionEvictionsPerSec", "DelayedFetchCompletions.follower",
+    "FetchExpiresPerSec.follower", "DelayedFetchCompletions.consumer",
+    "FetchExpiresPerSec.consumer",
+)
+"""The fetch-path meters of Kafka's ReplicaManager / FetchManager a run reports (counts)."""
+
+
 class _Tracker:
     """Per-partition leader and ISR size as the controller has them, integrated over time:
     offline, under-min-ISR and under-replicated partition-milliseconds."""
@@ -262,9 +311,28 @@ class ControllerNode:
         self._tick_timer: Any = None
         self.tracker = _Tracker()
         self.isr_shrinks = 0
+        """ISR shrinks the partition leaders made (AlterPartition)."""
         self.isr_expands = 0
-        self.controller_isr_removals = 0
+        """ISR expansions the partition leaders made (AlterPartition)."""
+        self.isr_changes: dict[str, dict[str, int]] = {}
+        """Committed ISR changes by origin (controller.ISR_ORIGIN_*) and direction
+        (shrink / expand / replace), observed through the controller's ISR listener."""
+        controller.isr_listener = self._on_isr_change
         self.network.register(CONTROLLER_NODE, self._on_message)
+
+    def _on_isr_change(self, tp: TopicPartition, old: tuple[int, ...], new: tuple[int, ...],
+                       origin: str) -> None:
+        way = "shrink" if len(new) < len(old) else "expand" if len(new) > len(old) else "replace"
+        by = self.isr_changes.setdefault(origin, {"shrink": 0, "expand": 0, "replace": 0})
+        by[way] += 1
+        if origin == ISR_ORIGIN_ALTER_PARTITION:
+            if way == "shrink":
+                self.isr_shrinks += 1
+            elif way == "expand":
+                self.isr_expands += 1
+
+    def _declared_dead(self, broker_id: int) -> None:
+        self.cluster.client_view.recovery.broker_declared_dead(broker_id, self.loop.now)
 
     # ---- messages ------------------------------------------------------------------------------
     def _on_message(self, src: int, msg: Any, respond: Callable[[Any, int], None]) -> None:
@@ -290,7 +358,9 @@ class ControllerNode:
                 # still live bounced; handle it as a failure (leaders moved, ISR shrunk) first
                 self.cluster.trace("controller_bounce", b)
                 self.channels.pop(b, None)
-                self._after_change(ctrl.broker_failed(b))
+                outbox = ctrl.broker_failed(b)
+                self._declared_dead(b)
+                self._after_change(outbox)
             outbox = ctrl.register_broker(b, now)
             self._gen += 1
             self.channels[b] = _Channel(self._gen)
@@ -303,21 +373,19 @@ class ControllerNode:
 
     def _alter_partition(self, req: AlterPartitionRequest) -> list[Any]:
         ctrl = self.controller
-        before = {item.tp: len(ctrl.partitions[item.tp].isr) for item in req.items
-                  if item.tp in ctrl.partitions}
         results = ctrl.alter_partition(req)
         now = self.loop.now
         tp_ids = self.cluster.tp_ids
+        changed = []
         for r in results:
             if r.error_code != Errors.NONE:
                 continue
-            old = before.get(r.tp, 0)
-            if len(r.isr) < old:
-                self.isr_shrinks += 1
-            elif len(r.isr) > old:
-                self.isr_expands += 1
             reg = ctrl.partitions[r.tp]
-            self.tracker.set(now, tp_ids[r.tp], reg.leader, len(reg.isr))
+            pid = tp_ids[r.tp]
+            self.tracker.set(now, pid, reg.leader, len(reg.isr))
+            changed.append(pid)
+        if changed:
+            self.cluster.client_view.refresh(changed)
         self.cluster.trace("alter_partition", req.broker_id,
                            " ".join(f"{r.tp}:{Errors(r.error_code).name}:{list(r.isr)}"
                                     for r in results[:4]))
@@ -332,6 +400,7 @@ class ControllerNode:
         tracker = self.tracker
         tp_ids = cluster.tp_ids
         elected = unclean = offline = 0
+        changed = []
         for tp, reg in ctrl.partitions.items():
             pid = tp_ids[tp]
             old_leader = int(tracker.leader[pid])
@@ -351,6 +420,9 @@ class ControllerNode:
                     else:
                         elected += 1
                 tracker.set(now, pid, reg.leader, len(reg.isr))
+                changed.append(pid)
+        if changed:
+            cluster.client_view.refresh(changed)
         if elected or unclean or offline:
             cluster.leadership_events.append((now, elected, unclean, offline))
         for b, req in sorted(outbox.requests.items()):
@@ -379,6 +451,7 @@ class ControllerNode:
         rf = len(self.controller.partitions[tps[0]].replicas)
         self.tracker.close(self.loop.now)
         self.tracker.grow(len(tps), rf, min(min_isr, rf))
+        self.cluster.client_view.grow(len(tps))
         return tps, outbox  # type: ignore[return-value]
 
     def tick(self) -> None:
@@ -389,6 +462,7 @@ class ControllerNode:
         for b in sorted(failed):
             del self.channels[b]
             self.cluster.trace("controller_broker_expired", b)
+            self._declared_dead(b)
         if failed:
             self._after_change(outbox)
         self._schedule_tick()
@@ -397,6 +471,7 @@ class ControllerNode:
         """Declare a broker dead now (as its session expiring would)."""
         outbox = self.controller.broker_failed(broker_id)
         self.channels.pop(broker_id, None)
+        self._declared_dead(broker_id)
         self._after_change(outbox)
 
     def preferred_leader_election(self) -> None:
@@ -512,6 +587,11 @@ class Cluster:
         self.power_failures: dict[int, list[int]] = {}
         self.crashes = 0
         self.restarts = 0
+        self.fault_log: list[tuple[int, str, str, tuple[int, ...]]] = []
+        """Injected faults: (loop ms, description, kind, brokers involved)."""
+        self.fetch_banked: dict[int, dict[str, int]] = {}
+        """Fetch-path meters of broker processes that have stopped, per broker."""
+        self.client_view = ClientView(self, client_node=SCRIPT_CLIENT)
         if strict is None:
             strict = truncation == "leader_epoch"
         self.checker = InvariantChecker(self, strict=strict, trace_events=trace_events,
@@ -519,6 +599,8 @@ class Cluster:
                                         sample_per_check=checks_per_interval,
                                         suspect_ms=max(10_000,
                                                        3 * self.replica_config.replica_lag_time_max_ms))
+        self.checker.leadership_listeners.append(
+            lambda broker, tps: self.client_view.refresh_tps(tps))
         self.controller = Controller(session_timeout_ms=self.session_timeout_ms)
         self.controller_node = ControllerNode(self, self.controller)
         self._isolated: list[int] = []
@@ -540,6 +622,50 @@ class Cluster:
         spawn from the loop's sequence), so it shifts no other stream of the run."""
         key = (STORAGE_STREAM, int(broker_id), int(incarnation))
         return np.random.default_rng(np.random.SeedSequence(self.seed, spawn_key=key))
+
+    def note_fault(self, description: str, kind: str, brokers: Sequence[int]) -> None:
+        """An injected fault starts now (for loss attribution and the recovery timeline)."""
+        brokers = tuple(int(b) for b in brokers)
+        self.fault_log.append((self.loop.now, description, kind, brokers))
+        self.client_view.recovery.fault(self.loop.now, description, kind, brokers)
+
+    def fault_before(self, at_ms: int, brokers: Iterable[int], *,
+                     kinds: Iterable[str] | None = None) -> str | None:
+        """The latest injected fault at or before ``at_ms`` involving one of ``brokers`` (and
+        of one of ``kinds``), by its description; None if there is none."""
+        wanted = set(brokers)
+        kinds = None if kinds is None else set(kinds)
+        for t, desc, kind, involved in reversed(self.fault_log):
+            if t <= at_ms and (kinds is None or kind in kinds) and wanted & set(involved):
+                return desc
+        return None
+
+    def _bank_fetch_metrics(self, broker: SimBroker) -> None:
+        """Keep a stopping broker process's fetch-path meters (its next incarnation gets a new
+        ReplicaManager whose meters start at zero)."""
+        if broker.rm is None:
+            return
+        metrics = broker.rm.metrics()
+        bank = self.fetch_banked.setdefault(broker.broker_id, dict.fromkeys(FETCH_METRICS, 0))
+        for key in FETCH_METRICS:
+            bank[key] += int(metrics.get(key, 0))
+
+    def fetch_metrics(self) -> dict[int, dict[str, int]]:
+        """Per broker, every fetch-path meter summed over all its processes so far, and the
+        current number of incremental fetch sessions it caches (0 when down)."""
+        out = {}
+        for b in sorted(self.brokers):
+            total = dict(self.fetch_banked.get(b, dict.fromkeys(FETCH_METRICS, 0)))
+            rm = self.brokers[b].rm
+            sessions = 0
+            if rm is not None:
+                metrics = rm.metrics()
+                for key in FETCH_METRICS:
+                    total[key] += int(metrics.get(key, 0))
+                sessions = int(metrics.get("NumIncrementalFetchSessions", 0))
+            total["NumIncrementalFetchSessions"] = sessions
+            out[b] = total
+        return out
 
     def trace(self, kind: str, *args: Any) -> None:
         """Append an event to the invariant checker's trace (kept for violation reports)."""
@@ -650,10 +776,12 @@ class Cluster:
         b = self.brokers[broker]
         if not b.alive:
             return
+        self._bank_fetch_metrics(b)
         b.crash(mode)
         self.crashes += 1
         if mode == "power":
             self.power_failures.setdefault(broker, []).append(self.loop.now)
+        self.client_view.refresh_broker(broker)
 
     def shutdown(self, broker: int, *, delay_ms: int = 1000) -> None:
         """Controlled shutdown: the controller moves leadership away and drops the broker from
@@ -669,7 +797,9 @@ class Cluster:
         b = self.brokers[broker]
         if not b.alive or b.incarnation != incarnation:
             return
+        self._bank_fetch_metrics(b)
         b.shutdown()
+        self.client_view.refresh_broker(broker)
         self.controller_node.broker_failed(broker)
 
     def restart(self, broker: int) -> None:
@@ -680,6 +810,7 @@ class Cluster:
         self.checker.broker_restarted(b)
         b.restart()
         self.restarts += 1
+        self.client_view.refresh_broker(broker)
         for tp in b.rm.partitions() if b.rm is not None else ():
             self.checker.suspect(tp)
 
@@ -689,6 +820,7 @@ class Cluster:
             self._isolated.append(broker)
         self.network.isolate(broker)
         self.trace("isolate", broker)
+        self.client_view.refresh_all()
 
     def unisolate(self, broker: int) -> None:
         """Restore one broker's links (other isolations and partitions stay)."""
@@ -696,6 +828,7 @@ class Cluster:
             self._isolated.remove(broker)
             self._reapply_network()
         self.trace("unisolate", broker)
+        self.client_view.refresh_all()
 
     def partition_network(self, side_a: Iterable[int], side_b: Iterable[int] | None = None) -> None:
         """A network partition between ``side_a`` and ``side_b`` (default: every other node,
@@ -707,6 +840,7 @@ class Cluster:
         self._cuts.append((a, b))
         self.network.partition(set(a), set(b))
         self.trace("partition", sorted(a), sorted(b))
+        self.client_view.refresh_all()
 
     def heal(self) -> None:
         """End every isolation and network partition."""
@@ -714,12 +848,14 @@ class Cluster:
         self._cuts.clear()
         self.network.heal()
         self.trace("heal")
+        self.client_view.refresh_all()
 
     def heal_partition(self, side_a: Iterable[int]) -> None:
         """End the network partitions whose first side is ``side_a``."""
         a = frozenset(int(x) for x in side_a)
         self._cuts = [c for c in self._cuts if c[0] != a]
         self._reapply_network()
+        self.client_view.refresh_all()
 
     def _reapply_network(self) -> None:
         self.network.heal()
@@ -813,5 +949,5 @@ def quiet_logs(level: int = logging.CRITICAL) -> Callable[[], None]:
     return lambda: logger.setLevel(old)
 
 
-__all__ = ["Cluster", "ControllerNode", "PartitionState", "ProduceHandle", "ReplicaState",
-           "SCRIPT_CLIENT", "quiet_logs", "split_configs"]
+__all__ = ["FETCH_METRICS", "Cluster", "ControllerNode", "PartitionState", "ProduceHandle",
+           "ReplicaState", "SCRIPT_CLIENT", "configs_in_force", "quiet_logs", "split_configs"]

@@ -179,6 +179,10 @@ class FaultInjector:
         c = self.cluster
         kind = p.kind
         b = p.broker
+        involved = (b,) if b is not None else p.brokers or (
+            tuple(sorted(c.brokers)) if kind in ("heal", "drop_controller_messages",
+                                                  "restore_controller_messages") else ())
+        c.note_fault(p.describe(), kind, involved)
         if kind == "crash":
             c.crash(self._one(p), p.mode)
         elif kind == "shutdown":
@@ -212,6 +216,7 @@ class FaultInjector:
             raise InvalidConfigurationError(f"unknown fault kind {kind!r}")
         self.applied += 1
         self.timeline.append(((c.loop.now - self.origin_ms) / 1000.0, p.describe()))
+        c.client_view.observe()
 
     @staticmethod
     def _one(p: PlannedFault) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import zlib
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -194,6 +194,11 @@ class InvariantChecker:
         self.checks = {"hw": 0, "leader_hw": 0, "offsets": 0, "isr_agreement": 0,
                        "durability": 0}
         self._scans: dict[tuple[int, TopicPartition], LogScan] | None = None
+        self.leadership_listeners: list[Callable[[SimBroker, list[TopicPartition]], None]] = []
+        """Observers told whenever a broker has applied LeaderAndIsr for some partitions."""
+        self.loss_events: list[dict[str, Any]] = []
+        """Every loss found: partition, offsets, records, acks, when acknowledged and found
+        (loop ms), cause, the new leader lacking it and the fault that explains it."""
 
     def _batches(self, broker_id: int, tp: TopicPartition, log: Any) -> LogScan:
         """:func:`scan_log`, scanned once per log during a full check."""
@@ -306,12 +311,16 @@ class InvariantChecker:
             if lg is not None:
                 self.check_durability(tp, lg, broker.broker_id)
         self.leader_touched(broker, tps)
+        for listener in self.leadership_listeners:
+            listener(broker, tps)
 
     def became_follower(self, broker: SimBroker, tps: list[TopicPartition]) -> None:
         tracked = self._leader_hw.get(broker.broker_id, {})
         for tp in tps:
             tracked.pop(tp, None)
             self.suspect(tp)
+        for listener in self.leadership_listeners:
+            listener(broker, tps)
 
     def broker_restarted(self, broker: SimBroker) -> None:
         self._leader_hw.pop(broker.broker_id, None)
@@ -359,6 +368,7 @@ class InvariantChecker:
                 self.lost_records[cause] += count
                 self.lost_batches[cause] += 1
                 self.lost_by_acks[e[5]] = self.lost_by_acks.get(e[5], 0) + count
+                self._note_loss(tp, pid, e, cause, broker_id)
                 cluster.trace("lost", str(tp), f"offsets {base}..{base + count - 1}",
                               f"acks={e[5]}", f"cause={cause}", f"leader={broker_id}")
                 if cause == "unexplained" and self.strict:
@@ -386,6 +396,52 @@ class InvariantChecker:
         if cluster.truncation == "high_watermark":
             return "high_watermark_truncation"
         return "unexplained"
+
+    def _note_loss(self, tp: TopicPartition, pid: int, entry: list[int], cause: str,
+                   leader: int) -> None:
+        """Add a loss to :attr:`loss_events`, extending the previous event when it is the next
+        offsets of the same partition found at the same moment for the same reason."""
+        base, count = entry[0], entry[1]
+        now = self.cluster.loop.now
+        acks = "all" if entry[5] == -1 else str(entry[5])
+        events = self.loss_events
+        if events:
+            last = events[-1]
+            if (last["tp"] == str(tp) and last["found_ms"] == now and last["cause"] == cause
+                    and last["new_leader"] == leader and last["acks"] == acks
+                    and last["last_offset"] + 1 == base):
+                last["last_offset"] = base + count - 1
+                last["records"] += count
+                last["batches"] += 1
+                last["acked_ms"] = [min(last["acked_ms"][0], entry[3]),
+                                    max(last["acked_ms"][1], entry[3])]
+                return
+        events.append({
+            "tp": str(tp), "first_offset": base, "last_offset": base + count - 1,
+            "records": count, "batches": 1, "acks": acks, "acked_ms": [entry[3], entry[3]],
+            "found_ms": now, "cause": cause, "new_leader": leader,
+            "fault": self._explaining_fault(cause, pid, tp, entry, leader)})
+
+    def _explaining_fault(self, cause: str, pid: int, tp: TopicPartition, entry: list[int],
+                          leader: int) -> str | None:
+        """The injected fault behind a loss: the power failure that took the data, the fault
+        before the unclean election, otherwise the latest fault on one of the partition's
+        replicas since the acknowledgement (None when none was injected)."""
+        cluster = self.cluster
+        ack_ms = entry[3]
+        replicas = cluster.replicas_of(tp)
+        if cause == "power_failure":
+            for b in [leader, *replicas]:
+                for t in cluster.power_failures.get(b, ()):
+                    if t >= ack_ms:
+                        found = cluster.fault_before(t, [b], kinds=("crash",))
+                        if found is not None:
+                            return found
+        if cause == "unclean_election":
+            elected = [t for t in cluster.unclean_elections.get(pid, ()) if t >= ack_ms]
+            if elected:
+                return cluster.fault_before(elected[0], replicas)
+        return cluster.fault_before(cluster.loop.now, replicas)
 
     # ---- ISR agreement -----------------------------------------------------------------------
     def check_isr_agreement(self, tp: TopicPartition) -> bool:

@@ -12,14 +12,15 @@ import platform
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from replica_core import __version__
 from replica_core.sim import report
-from replica_core.sim.cluster import Cluster, quiet_logs
+from replica_core.sim.cluster import FETCH_METRICS, Cluster, configs_in_force, quiet_logs
 from replica_core.sim.faults import FaultInjector
 from replica_core.sim.scenario import Scenario
 from replica_core.sim.workload import Workload
@@ -31,8 +32,30 @@ SUMMARY_KEYS = (
     "acked_records", "lost_acked_records", "diverged_partitions", "offline_partition_seconds",
     "under_min_isr_partition_seconds", "isr_shrinks", "isr_expands", "leader_elections",
     "unclean_elections", "produce_latency_ms", "replication_lag_records", "sim_seconds",
-    "events", "seed",
+    "events", "seed", "config", "unavailable_partition_seconds",
+    "unavailable_partition_seconds_by_cause", "isr_changes_by_origin", "fault_recovery",
+    "loss_events", "fetch_path", "verdict",
 )
+LOSS_EVENTS_KEPT = 500
+"""At most this many loss events go into the summary (the count of the rest is kept)."""
+
+
+def config_section(scenario: Scenario) -> dict[str, Any]:
+    """What a run was configured with: the effective scenario (file plus overrides), the
+    overrides themselves, every Kafka config in force (defaults included), each topic's
+    effective settings, warnings about adjusted settings, the package version and the
+    scenario's fingerprint."""
+    kafka = configs_in_force(scenario.configs)
+    topics = {}
+    for t in scenario.topics:
+        m = scenario.min_isr_of(t)
+        topics[t.name] = {"partitions": t.partitions, "replication_factor": t.replication_factor,
+                          "min.insync.replicas": m,
+                          "effective_min_isr": min(m, t.replication_factor),
+                          "configs": dict(t.configs)}
+    return {"scenario": scenario.to_dict(), "overrides": dict(scenario.overrides),
+            "kafka": kafka, "topics": topics, "warnings": scenario.warnings(),
+            "replica_core_version": __version__, "fingerprint": scenario.fingerprint()}
 
 
 def build_cluster(scenario: Scenario, *, seed: int | None = None) -> Cluster:
@@ -57,7 +80,8 @@ class Sampler:
         self.cluster = cluster
         self.origin_ms = origin_ms
         self.series: dict[str, list[float]] = {
-            k: [] for k in ("t", "under_replicated", "offline", "under_min_isr", "_isr_sum",
+            k: [] for k in ("t", "under_replicated", "offline", "unavailable", "under_min_isr",
+                            "_isr_sum",
                             "_online", "max_lag", "_lag_sum", "_lag_n", "elections",
                             "unclean_elections", "acked_records", "lost_acked_records")}
         self.lag_samples: list[np.ndarray] = []
@@ -87,6 +111,8 @@ class Sampler:
         s["t"].append(round((c.loop.now - self.origin_ms) / 1000.0, 3))
         s["under_replicated"].append(tracker.under_rep)
         s["offline"].append(tracker.offline)
+        c.client_view.close(c.loop.now)
+        s["unavailable"].append(c.client_view.blocked)
         s["under_min_isr"].append(tracker.under_min)
         online = tracker.leader >= 0
         s["_isr_sum"].append(int(tracker.isr_size[online].sum()))
@@ -139,6 +165,7 @@ def run_info(scenario: Scenario, summary: dict[str, Any], wall: float) -> dict[s
     return {
         "scenario_name": scenario.name,
         "seed": scenario.seed,
+        "config": config_section(scenario),
         "wall_seconds": round(wall, 3),
         "events_per_second": round(events / wall, 1) if wall > 0 else None,
         "speed_vs_real_time": round(scenario.duration_s / wall, 2) if wall > 0 else None,
@@ -163,6 +190,10 @@ class RunParts:
     series: dict[str, list[float]]
     fault_timeline: list[tuple[float, str]]
     leadership_events: list[tuple[float, int, int, int]]
+    loss_events: list[dict[str, Any]] = field(default_factory=list)
+    """Losses found (times in seconds from the measured start)."""
+    fault_recovery: list[dict[str, Any]] = field(default_factory=list)
+    """Per injected fault, in order: its recovery timeline (see sim/availability.py)."""
 
 
 def simulate(scenario: Scenario, *, progress: Progress | None = None,
@@ -206,6 +237,13 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
     duration_ms = int(round(scenario.duration_s * 1000))
     start = loop.now
     end = start + duration_ms
+    # figures cover the measured run only: integrals and fetch meters start here
+    tracker = cluster.controller_node.tracker
+    tracker.close(start)
+    tracker.ms = dict.fromkeys(tracker.ms, 0)
+    cluster.client_view.acks = scenario.acks
+    cluster.client_view.reset_integrals(start)
+    fetch_base = cluster.fetch_metrics()
     workload = Workload(cluster, scenario.workload)
     faults = FaultInjector(cluster, scenario.faults, scenario.fault_rates,
                            duration_ms=duration_ms,
@@ -227,11 +265,26 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
         next_sample += interval
     cluster.check_invariants()
     cluster.controller_node.tracker.close(loop.now)
-    return _parts(cluster, start, workload, faults, sampler)
+    cluster.client_view.close(loop.now)
+    parts = _parts(cluster, start, workload, faults, sampler, fetch_base)
+    parts.counts.update({k: v for k, v in workload.audit_logs().items() if v is not None})
+    return parts
+
+
+def _fetch_counts(cluster: Cluster, base: Mapping[int, Mapping[str, int]]
+                  ) -> dict[str, dict[str, int]]:
+    """Per broker, the fetch-path meters over the measured run (all its processes)."""
+    out = {}
+    for b, now in cluster.fetch_metrics().items():
+        before = base.get(b, {})
+        row = {k: now[k] - before.get(k, 0) for k in FETCH_METRICS}
+        row["NumIncrementalFetchSessions"] = now["NumIncrementalFetchSessions"]
+        out[str(b)] = row
+    return out
 
 
 def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInjector,
-           sampler: Sampler) -> RunParts:
+           sampler: Sampler, fetch_base: Mapping[int, Mapping[str, int]]) -> RunParts:
     checker = cluster.checker
     tracker = cluster.controller_node.tracker
     node = cluster.controller_node
@@ -257,8 +310,10 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
         "under_min_isr_ms": tracker.ms["under_min_isr"],
         "under_replicated_ms": tracker.ms["under_replicated"],
         "offline_partitions_at_end": tracker.offline,
-        "isr_shrinks": node.isr_shrinks,
-        "isr_expands": node.isr_expands,
+        "unavailable_ms_by_cause": cluster.client_view.ms_by_cause(),
+        "unavailable_partitions_at_end": cluster.client_view.blocked,
+        "isr_changes_by_origin": {o: dict(v) for o, v in sorted(node.isr_changes.items())},
+        "fetch_per_broker": _fetch_counts(cluster, fetch_base),
         "leader_elections": stats.leader_elections,
         "unclean_elections": stats.unclean_elections,
         "fetcher_failed_partitions": failed_fetch,
@@ -272,18 +327,32 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
     lags = np.concatenate(sampler.lag_samples) if sampler.lag_samples else np.zeros(0, np.int64)
     leadership = [((at - start) / 1000.0, e, u, o)
                   for at, e, u, o in cluster.leadership_events if at >= start]
+    losses = []
+    for ev in checker.loss_events:
+        ev = dict(ev)
+        ev["acked_s"] = [round((t - start) / 1000.0, 3) for t in ev.pop("acked_ms")]
+        ev["found_s"] = round((ev.pop("found_ms") - start) / 1000.0, 3)
+        losses.append(ev)
+    recoveries = []
+    for r in cluster.client_view.recovery.records:
+        row = r.as_dict(start)
+        row["brokers"] = list(r.brokers)
+        recoveries.append(row)
     return RunParts(counts, cluster_wide, list(workload.producer.latencies_ms), lags,
                     {k: list(v) for k, v in sampler.series.items()}, list(faults.timeline),
-                    leadership)
+                    leadership, losses, recoveries)
 
 
 def _add(a: Any, b: Any) -> Any:
-    if isinstance(a, dict):
+    """Counts added key by key (a key one side lacks counts as zero there)."""
+    if isinstance(a, dict) or isinstance(b, dict):
+        a = a if isinstance(a, dict) else {}
+        b = b if isinstance(b, dict) else {}
         return {k: _add(a.get(k, 0), b.get(k, 0)) for k in sorted(set(a) | set(b))}
     return a + b
 
 
-SUMMED_SERIES = ("under_replicated", "offline", "under_min_isr", "elections",
+SUMMED_SERIES = ("under_replicated", "offline", "unavailable", "under_min_isr", "elections",
                  "unclean_elections", "acked_records", "lost_acked_records", "_isr_sum",
                  "_online", "_lag_sum", "_lag_n")
 
@@ -301,6 +370,11 @@ def merge_parts(scenario: Scenario, parts: Sequence[RunParts]
     wide = {k: max(p.cluster_wide[k] for p in parts) for k in parts[0].cluster_wide}
     latencies = np.concatenate([np.asarray(p.latencies_ms, dtype=np.float64) for p in parts])
     lags = np.concatenate([np.asarray(p.lags, dtype=np.int64) for p in parts])
+    duration = scenario.duration_s
+    by_cause = {c: ms / 1000.0 for c, ms in counts.pop("unavailable_ms_by_cause").items()}
+    leader_s = sum(v for c, v in by_cause.items() if c != "under_min_isr")
+    by_acks = {"all": leader_s + by_cause["under_min_isr"], "1": leader_s}
+    origins = counts.pop("isr_changes_by_origin")
     summary: dict[str, Any] = {
         "scenario_name": scenario.name,
         "seed": scenario.seed,
@@ -308,20 +382,136 @@ def merge_parts(scenario: Scenario, parts: Sequence[RunParts]
         "storage": scenario.storage,
         "brokers": wide["brokers"],
         "partitions": counts.pop("partitions"),
-        "sim_seconds": scenario.duration_s,
+        "sim_seconds": duration,
+        "config": config_section(scenario),
         "offline_partition_seconds": counts.pop("offline_ms") / 1000.0,
         "under_min_isr_partition_seconds": counts.pop("under_min_isr_ms") / 1000.0,
         "under_replicated_partition_seconds": counts.pop("under_replicated_ms") / 1000.0,
+        "unavailable_partition_seconds": by_acks["all" if scenario.acks == -1 else "1"],
+        "unavailable_partition_seconds_by_cause": by_cause,
+        "unavailable_partition_seconds_by_acks": by_acks,
+        "isr_shrinks": sum(v["shrink"] for v in origins.values()),
+        "isr_expands": sum(v["expand"] for v in origins.values()),
+        "isr_changes_by_origin": origins,
         "produce_latency_ms": report.distribution(latencies),
         "replication_lag_records": report.distribution(lags),
         "crashes": wide["crashes"],
         "restarts": wide["restarts"],
         "faults_injected": wide["faults_injected"],
+        "fault_recovery": _merge_recovery(parts),
+        "fetch_path": fetch_path(counts.pop("fetch_per_broker"), duration),
     }
+    losses = sorted((ev for p in parts for ev in p.loss_events),
+                    key=lambda e: (e["found_s"], e["tp"], e["first_offset"]))
+    summary["loss_events"] = losses[:LOSS_EVENTS_KEPT]
+    summary["loss_events_not_listed"] = max(0, len(losses) - LOSS_EVENTS_KEPT)
     summary.update(counts)
     if scenario.fetcher_lanes:
         summary["fetcher_lanes"] = len(parts)
+    summary["verdict"] = verdict(summary)
     return summary, _merge_series(parts, latencies)
+
+
+def _merge_recovery(parts: Sequence[RunParts]) -> list[dict[str, Any]]:
+    """Every lane injects the same faults in the same order; a clock of the cluster stops
+    when it stops in the last lane (None only if it stopped in none)."""
+    out = []
+    for rows in zip(*(p.fault_recovery for p in parts), strict=True):
+        merged = dict(rows[0])
+        for key in ("detected_after_s", "leaders_after_s", "writable_after_s",
+                    "isr_full_after_s"):
+            values = [r[key] for r in rows if r[key] is not None]
+            merged[key] = max(values) if values else None
+        out.append(merged)
+    return out
+
+
+FETCH_FIGURES = (
+    # (summary name, Kafka meters summed)
+    ("follower_fetch_requests", ("FetchRequestsPerSec.follower",)),
+    ("consumer_fetch_requests", ("FetchRequestsPerSec.consumer",)),
+    ("full_fetches", ("FullFetches",)),
+    ("incremental_fetches", ("IncrementalFetches",)),
+    ("sessionless_fetches", ("SessionlessFetches",)),
+    ("fetch_session_errors", ("FetchSessionErrors",)),
+    ("session_evictions", ("IncrementalFetchSessionEvictionsPerSec",)),
+    ("delayed_fetches_expired", ("FetchExpiresPerSec.follower", "FetchExpiresPerSec.consumer")),
+)
+
+
+def fetch_path(per_broker: Mapping[str, Mapping[str, int]], duration_s: float
+               ) -> dict[str, Any]:
+    """The fetch-path figures of Kafka's broker metrics, per broker (leader side, summed over
+    the broker's restarts) and in total: fetch requests (and per second), full vs
+    incremental vs sessionless fetches (KIP-227 ``FullFetches``/``IncrementalFetches``),
+    session errors and evictions, delayed fetches completed before their wait ran out vs
+    expired (``DelayedFetchCompletions`` − ``FetchExpiresPerSec``, and the latter), and the
+    incremental sessions cached at the end (``NumIncrementalFetchSessions``)."""
+    rows: dict[str, dict[str, Any]] = {}
+    for b in sorted(per_broker, key=int):
+        m = per_broker[b]
+        row: dict[str, Any] = {name: sum(int(m.get(k, 0)) for k in keys)
+                               for name, keys in FETCH_FIGURES}
+        completions = int(m.get("DelayedFetchCompletions.follower", 0)) + \
+            int(m.get("DelayedFetchCompletions.consumer", 0))
+        row["delayed_fetches_completed"] = completions - row["delayed_fetches_expired"]
+        row["incremental_fetch_sessions_at_end"] = int(m.get("NumIncrementalFetchSessions", 0))
+        row["follower_fetch_requests_per_s"] = (row["follower_fetch_requests"] / duration_s
+                                                if duration_s > 0 else 0.0)
+        rows[b] = row
+    total: dict[str, Any] = {}
+    for row in rows.values():
+        for k, v in row.items():
+            total[k] = total.get(k, 0) + v
+    return {"per_broker": rows, "total": total}
+
+
+INVARIANTS = (
+    ("hw_le_leo", "HW ≤ LEO on every replica", "hw"),
+    ("leader_hw_monotonic", "a leader's HW never decreases in its epoch", "leader_hw"),
+    ("offsets_increase", "offsets strictly increase in every log", "offsets"),
+    ("isr_agree_below_hw", "ISR replicas agree batch by batch below the HW", "isr_agreement"),
+    ("no_acked_record_lost", "no acknowledged record is lost", "durability"),
+)
+
+
+def verdict(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Each invariant with PASS or FAIL and how often it was checked, and a one-line verdict.
+
+    A run that breaks an invariant the checker treats as a bug stops with an
+    InvariantViolation; the invariants that can fail in a finished run are divergence and
+    loss — counted when the scenario models the conditions that explain them (an unclean
+    election, power failures, acks=1, pre-KIP-101 truncation)."""
+    checks = summary.get("invariant_checks", {})
+    lost = int(summary.get("lost_acked_records", 0))
+    diverged = int(summary.get("diverged_partitions", 0))
+    causes = {k: v for k, v in summary.get("lost_acked_records_by_cause", {}).items() if v}
+    rows = []
+    for name, text, key in INVARIANTS:
+        failed = 0
+        detail = ""
+        if name == "isr_agree_below_hw" and diverged:
+            failed = diverged
+            detail = f"{diverged:,} partition{'s' if diverged != 1 else ''} diverged"
+        if name == "no_acked_record_lost" and lost:
+            failed = lost
+            detail = f"{lost:,} records lost: " + ", ".join(
+                f"{c.replace('_', ' ')} {n:,}" for c, n in sorted(causes.items()))
+        rows.append({"name": name, "description": text, "status": "FAIL" if failed else "PASS",
+                     "checks": int(checks.get(key, 0)), "failures": failed, "detail": detail})
+    ok = all(r["status"] == "PASS" for r in rows)
+    acked = int(summary.get("acked_records", 0))
+    if ok:
+        line = (f"PASS: {len(rows)}/{len(rows)} invariants held; {acked:,} acknowledged "
+                f"records, none lost")
+    else:
+        failed_rows = [r for r in rows if r["status"] == "FAIL"]
+        line = "FAIL: " + "; ".join(r["detail"] for r in failed_rows) + \
+            f" ({len(rows) - len(failed_rows)}/{len(rows)} invariants held)"
+        if causes and set(causes) <= {"unclean_election", "power_failure", "acks_1",
+                                      "high_watermark_truncation"}:
+            line += "; every loss is explained by the configuration or the faults"
+    return {"ok": ok, "line": line, "invariants": rows}
 
 
 def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray) -> dict[str, Any]:
@@ -354,16 +544,40 @@ def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray) -> dict[str,
             labels.append(f"{offline} partition{'s' if offline > 1 else ''} offline")
         timeline.append((t, ", ".join(labels)))
     out["fault_events"] = [[t, label] for t, label in sorted(timeline, key=lambda e: e[0])]
+    out["leadership"] = [[t, e, u, o] for t, (e, u, o) in sorted(events.items())]
     return out
+
+
+def run_title(summary: Mapping[str, Any]) -> str:
+    """What distinguishes this run from the scenario as written: its overrides."""
+    overrides = summary.get("config", {}).get("overrides") or {}
+    return ", ".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+
+
+CSV_SERIES = ("t", "unavailable", "offline", "under_replicated", "under_min_isr",
+              "mean_isr_size", "max_lag", "mean_lag", "elections", "unclean_elections",
+              "acked_records", "lost_acked_records")
+"""The columns of ``timeseries.csv``, in order."""
+
+
+def timeseries_csv(timeseries: Mapping[str, Any]) -> str:
+    """The sampled series as CSV (one row per sample, ``t`` in simulated seconds), for
+    plotting elsewhere."""
+    cols = [c for c in CSV_SERIES if c in timeseries]
+    lines = [",".join(cols)]
+    for row in zip(*(timeseries[c] for c in cols), strict=True):
+        lines.append(",".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in row))
+    return "\n".join(lines) + "\n"
 
 
 def write_outputs(out_dir: str | Path, summary: dict[str, Any], timeseries: dict[str, Any],
                   run_info: dict[str, Any]) -> dict[str, Path]:
-    """Write ``summary.json``, ``run.json`` and ``report.html`` into ``out_dir``."""
+    """Write ``summary.json``, ``run.json``, ``report.html`` and ``timeseries.csv`` into
+    ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {"summary": out / "summary.json", "run": out / "run.json",
-             "report": out / "report.html"}
+             "report": out / "report.html", "timeseries": out / "timeseries.csv"}
     report.write_json(paths["summary"], summary)
     report.write_json(paths["run"], run_info)
     events = [(float(t), str(label)) for t, label in timeseries.get("fault_events", [])]
@@ -371,10 +585,12 @@ def write_outputs(out_dir: str | Path, summary: dict[str, Any], timeseries: dict
               if k not in ("produce_latency_samples", "fault_events")}
     page = report.render_html(summary, series,
                               latencies_ms=timeseries.get("produce_latency_samples", []),
-                              events=events)
+                              events=events, title_suffix=run_title(summary))
     paths["report"].write_text(page, encoding="utf-8")
+    paths["timeseries"].write_text(timeseries_csv(series), encoding="utf-8")
     return paths
 
 
-__all__ = ["SUMMARY_KEYS", "Progress", "RunParts", "Sampler", "build_cluster", "merge_parts",
-           "run_info", "run_scenario", "simulate", "write_outputs"]
+__all__ = ["SUMMARY_KEYS", "Progress", "RunParts", "Sampler", "build_cluster", "config_section",
+           "fetch_path", "merge_parts", "run_info", "run_scenario", "simulate",
+           "timeseries_csv", "verdict", "write_outputs"]

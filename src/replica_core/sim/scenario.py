@@ -140,6 +140,8 @@ class Scenario:
         "batches_per_second": 2.0, "records_per_batch": 10, "record_bytes": 100, "acks": "all"})
     faults: tuple[Fault, ...] = ()
     fault_rates: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict, compare=False)
+    """The ``--set``/``--seed`` overrides applied to the file (already part of every field)."""
 
     @property
     def acks(self) -> int:
@@ -148,6 +150,41 @@ class Scenario:
     @property
     def total_partitions(self) -> int:
         return sum(t.partitions for t in self.topics)
+
+    def fingerprint(self) -> str:
+        """A short hash of the effective scenario (after overrides): two runs with the same
+        fingerprint simulate the same thing (with the same package version)."""
+        import hashlib
+        import json
+
+        text = json.dumps(self.to_dict(), sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+    def min_isr_of(self, topic: Topic) -> int:
+        """The ``min.insync.replicas`` a topic is configured with (topic, then broker config,
+        then Kafka's default 1)."""
+        value = topic.configs.get("min.insync.replicas",
+                                  self.configs.get("min.insync.replicas", 1))
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigurationError(
+                f"min.insync.replicas: not an integer: {value!r}") from None
+
+    def warnings(self) -> list[str]:
+        """What the scenario asks for that Kafka quietly adjusts: a ``min.insync.replicas``
+        above a topic's replication factor is clamped to the replica count (Kafka's
+        ``Partition.effectiveMinIsr``), so acks=all still succeeds with every replica in
+        the ISR."""
+        out = []
+        for t in self.topics:
+            m = self.min_isr_of(t)
+            if m > t.replication_factor:
+                out.append(f"topic {t.name}: min.insync.replicas={m} exceeds "
+                           f"replication_factor={t.replication_factor}; Kafka clamps it to "
+                           f"{t.replication_factor} (effectiveMinIsr), so acks=all needs all "
+                           f"{t.replication_factor} replicas in the ISR")
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -232,6 +269,8 @@ def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> S
                                 dict(t.get("configs", {}))))
         except KeyError as exc:
             raise InvalidConfigurationError(f"topic entry missing {exc}") from None
+        except (TypeError, ValueError) as exc:
+            raise InvalidConfigurationError(f"topic {t.get('name')!r}: {exc}") from None
     kwargs["topics"] = tuple(topics)
     faults = []
     for f in doc.get("faults", []):
@@ -241,6 +280,7 @@ def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> S
         faults.append(Fault(float(f["at_s"]), kind, f.get("broker"), f.get("mode", "process"),
                             float(f.get("factor", 10.0)), tuple(f.get("brokers", ()))))
     kwargs["faults"] = tuple(sorted(faults, key=lambda f: f.at_s))
+    kwargs["overrides"] = dict(overrides or {})
     sc = Scenario(**kwargs)
     _validate(sc)
     return sc
@@ -252,14 +292,26 @@ def _validate(sc: Scenario) -> None:
     if sc.storage not in ("memory", "disk"):
         raise InvalidConfigurationError("storage must be memory or disk")
     if sc.duration_s <= 0:
-        raise InvalidConfigurationError("duration_s must be positive")
-    n = int(sc.cluster.get("brokers", 0))
+        raise InvalidConfigurationError(f"duration_s must be positive, got {sc.duration_s:g}")
+    try:
+        n = int(sc.cluster.get("brokers", 0))
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(
+            f"cluster.brokers must be an integer, got {sc.cluster.get('brokers')!r}") from None
     if n < 1:
-        raise InvalidConfigurationError("cluster.brokers must be at least 1")
+        raise InvalidConfigurationError(f"cluster.brokers must be at least 1, got {n}")
     for t in sc.topics:
-        if t.partitions < 1 or not 1 <= t.replication_factor <= n:
+        if t.partitions < 1:
             raise InvalidConfigurationError(
-                f"topic {t.name}: needs partitions ≥ 1 and 1 ≤ replication_factor ≤ {n}")
+                f"topic {t.name}: needs partitions ≥ 1, got {t.partitions}")
+        if not 1 <= t.replication_factor <= n:
+            raise InvalidConfigurationError(
+                f"topic {t.name}: needs 1 ≤ replication_factor ≤ {n} (the brokers), got "
+                f"{t.replication_factor}")
+        if sc.min_isr_of(t) < 1:
+            raise InvalidConfigurationError(
+                f"topic {t.name}: min.insync.replicas must be at least 1, got "
+                f"{sc.min_isr_of(t)}")
     for f in sc.faults:
         if f.broker is not None and not 1 <= int(f.broker) <= n:
             raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown broker {f.broker}")
@@ -273,8 +325,33 @@ def _validate(sc: Scenario) -> None:
             raise InvalidConfigurationError(f"partition fault at {f.at_s}s needs brokers = [...]")
         if any(not 1 <= int(b) <= n for b in f.brokers):
             raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown brokers {f.brokers}")
+    if sc.seed < 0:
+        raise InvalidConfigurationError(f"seed must be a non-negative integer, got {sc.seed}")
+    for table, key, low, strict in (
+            ("workload", "batches_per_second", 0, False), ("workload", "records_per_batch", 1, False),
+            ("workload", "record_bytes", 1, False), ("workload", "keys", 0, False),
+            ("workload", "consumer_poll_ms", 1, False), ("cluster", "latency_ms", 0, False),
+            ("cluster", "bandwidth_mbps", 0, True), ("cluster", "processing_ms", 0, False)):
+        value = getattr(sc, table).get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigurationError(
+                f"{table}.{key} must be a number, got {value!r}") from None
+        if number < low or (strict and number <= low):
+            need = f"> {low}" if strict else f"≥ {low}"
+            raise InvalidConfigurationError(f"{table}.{key} must be {need}, got {value!r}")
+    for f in sc.faults:
+        if f.at_s < 0:
+            raise InvalidConfigurationError(f"fault {f.kind} at_s must be ≥ 0, got {f.at_s:g}")
+        if f.kind == "slow" and f.factor <= 0:
+            raise InvalidConfigurationError(f"slow fault at {f.at_s:g}s: factor must be > 0, "
+                                            f"got {f.factor:g}")
     if sc.sample_interval_s <= 0:
-        raise InvalidConfigurationError("sample_interval_s must be positive")
+        raise InvalidConfigurationError(
+            f"sample_interval_s must be positive, got {sc.sample_interval_s:g}")
     unknown = set(sc.workload) - WORKLOAD_KEYS
     if unknown:
         raise InvalidConfigurationError(f"unknown workload keys: {sorted(unknown)}")

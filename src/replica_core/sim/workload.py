@@ -25,7 +25,7 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 from replica_core.sim.broker import ConsumerFetch, ProduceRequest, is_failure
-from replica_core.sim.invariants import records_digest
+from replica_core.sim.invariants import records_digest, scan_log
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
 
 if TYPE_CHECKING:
@@ -337,6 +337,53 @@ class Workload:
         for r, pos in enumerate(self._value_pos):  # the record number part of each id
             buf[pos + 19:pos + 24] = b"%04d|" % (r % 10**4)
         self._template = bytes(buf)
+
+    def audit_logs(self) -> dict[str, int | None]:
+        """What a consumer reading every partition from its start would see of this workload's
+        batches, on the current leaders: batches written twice (a retried request whose first
+        attempt was appended but never acknowledged — the producer is not idempotent) and
+        batches out of the order they were produced in (a retry landing after a later batch).
+        Each batch's records are unique, so equal record digests mean one batch twice; the
+        produce sequence number is read from the first record's value (``None`` when values
+        are too short to carry it)."""
+        cluster = self.cluster
+        seq_at = self._value_pos[0] + 9 if self._template is not None else None
+        dup_batches = dup_records = reordered = 0
+        for tp in self.tps:
+            leader = cluster.brokers.get(cluster.leader_and_isr(tp)[0])
+            if leader is None or not leader.alive or leader.rm is None:
+                continue
+            log = leader.rm.local_log(tp)
+            if log is None:
+                continue
+            headers, files, starts = scan_log(log)
+            seen: set[int] = set()
+            highest = -1
+            file_index = 0
+            for k in range(len(headers)):
+                while file_index + 1 < len(starts) and starts[file_index + 1] <= k:
+                    file_index += 1
+                pos = int(headers[k, _batch_kernels.COL_POSITION])
+                size = int(headers[k, _batch_kernels.COL_SIZE])
+                count = int(headers[k, _batch_kernels.COL_RECORD_COUNT])
+                view = files[file_index].view(pos, size)
+                try:
+                    digest = records_digest(view)
+                    seq = int(bytes(view[seq_at:seq_at + 9])) if seq_at is not None and \
+                        size >= seq_at + 9 else -1
+                finally:
+                    view.release()
+                if digest in seen:
+                    dup_batches += 1
+                    dup_records += count
+                    continue
+                seen.add(digest)
+                if seq >= 0:
+                    if seq < highest:
+                        reordered += 1
+                    highest = max(highest, seq)
+        return {"duplicate_batches": dup_batches, "duplicate_records": dup_records,
+                "reordered_batches": reordered if seq_at is not None else None}
 
     def stats(self) -> dict[str, Any]:
         p = self.producer

@@ -1,0 +1,217 @@
+"""Availability as producers see it, ISR changes by who made them, fault recovery timelines,
+loss events and the fetch-path meters kept across broker restarts — each observed from the
+product and the controller, and checked here against independent observations (the
+controller's assignment, its trace, the brokers' own meters)."""
+import pytest
+
+from replica_core.errors import Errors
+from replica_core.sim import scenario as sc
+from replica_core.sim.availability import CAUSES, RecoveryLog
+from replica_core.sim.cluster import FETCH_METRICS, Cluster
+from replica_core.sim.run import run_scenario
+
+FAST = {"broker.session.timeout.ms": 2000, "replica.lag.time.max.ms": 4000}
+N = 12
+
+
+def cluster(**config):
+    c = Cluster(3, config={"min.insync.replicas": 2, **FAST, **config}, seed=5)
+    c.create_topic("t", N, 3)
+    c.advance(1500)
+    return c
+
+
+def expired_at(c, broker):
+    """When the controller's trace says it expired ``broker``'s session (loop ms)."""
+    return [t for t, kind, args in c.checker.trace
+            if kind == "controller_broker_expired" and args[0] == broker][-1]
+
+
+def led_by(c, broker):
+    return [tp for tp in c.tps if c.leader_and_isr(tp)[0] == broker]
+
+
+def test_a_dead_leader_blocks_producers_until_the_controller_notices():
+    c = cluster()
+    view = c.client_view
+    assert view.blocked == 0 and view.counts_by_cause() == dict.fromkeys(CAUSES, 0)
+    mine = led_by(c, 1)
+    assert mine
+    view.reset_integrals(c.loop.now)
+    crashed = c.loop.now
+    c.crash(1)
+    # the controller still names broker 1: its partitions are blocked, not offline
+    assert view.counts_by_cause()["leader_down"] == len(mine)
+    assert c.controller_node.tracker.offline == 0
+    c.advance(5000)
+    expired = expired_at(c, 1)
+    view.close(c.loop.now)
+    assert view.blocked == 0 and not led_by(c, 1)
+    down_s = view.ms_by_cause()["leader_down"] / 1000.0
+    # every partition broker 1 led was blocked from the crash until the session expired
+    assert down_s == pytest.approx(len(mine) * (expired - crashed) / 1000.0)
+    # then each new leader took a few milliseconds to apply its LeaderAndIsr
+    not_ready_s = view.ms_by_cause()["leader_not_ready"] / 1000.0
+    assert 0 < not_ready_s < len(mine) * 0.05
+
+
+def test_under_min_isr_blocks_only_acks_all():
+    c = cluster(**{"min.insync.replicas": 3})
+    view = c.client_view
+    view.reset_integrals(c.loop.now)
+    c.crash(3)
+    c.advance(4000)  # expired: broker 3 left every ISR
+    assert all(3 not in c.leader_and_isr(tp)[1] for tp in c.tps)
+    assert view.counts_by_cause()["under_min_isr"] == N - len(led_by(c, 3))
+    assert view.blocked_for(-1) == N and view.blocked_for(1) == 0
+    h = c.produce("t", 0, [b"x"], acks=-1)
+    c.run_until(lambda: h.done, 5000)
+    assert h.error == Errors.NOT_ENOUGH_REPLICAS  # the product agrees with the view
+    view.close(c.loop.now)
+    assert view.unavailable_ms(-1) > view.unavailable_ms(1)
+
+
+def test_isolated_leader_is_unreachable_then_replaced():
+    c = cluster()
+    mine = led_by(c, 2)
+    c.isolate(2)
+    assert c.client_view.counts_by_cause()["leader_unreachable"] == len(mine)
+    c.advance(5000)
+    assert c.client_view.leaderless == 0 and not led_by(c, 2)
+    c.unisolate(2)
+
+
+def test_isr_changes_are_counted_by_who_made_them():
+    c = cluster()
+    in_isr = sum(1 for tp in c.tps if 1 in c.leader_and_isr(tp)[1])
+    assert in_isr == N
+    c.crash(1)
+    c.advance(5000)
+    # the controller removed the dead broker from every ISR it was in (the partitions it led
+    # included, by their election)
+    changes = c.controller_node.isr_changes
+    assert changes["broker_failure"]["shrink"] == in_isr
+    assert c.controller_node.isr_shrinks == 0  # no leader shrank an ISR itself
+    c.restart(1)
+    c.advance(5000)
+    assert all(1 in c.leader_and_isr(tp)[1] for tp in c.tps)
+    # ... and the leaders took it back, one AlterPartition expansion per partition
+    assert changes["alter_partition"]["expand"] == N == c.controller_node.isr_expands
+
+
+def test_recovery_log_times_each_fault():
+    c = cluster()
+    c.note_fault("crash broker 1 (process)", "crash", [1])
+    crashed = c.loop.now
+    c.crash(1)
+    c.advance(5000)
+    c.note_fault("restart broker 1", "restart", [1])
+    restarted = c.loop.now
+    c.restart(1)
+    c.client_view.observe()
+    c.advance(5000)
+    crash, restart = c.client_view.recovery.records
+    expired = expired_at(c, 1)
+    assert crash.detected_ms == expired
+    assert expired <= crash.leaders_ms <= crash.writable_ms < expired + 50
+    assert crash.isr_full_ms is not None and crash.isr_full_ms > restarted
+    assert restart.isr_full_ms == crash.isr_full_ms
+    assert restart.detected_ms is None and restart.leaders_ms is None  # nothing to elect
+    assert crash.as_dict(crashed)["detected_after_s"] == (expired - crashed) / 1000.0
+
+
+def test_recovery_clocks_only_start_for_trouble_seen_before_the_next_fault():
+    log = RecoveryLog()
+    log.fault(0, "slow broker 2", "slow", [2])
+    log.observe(1, 0, 0, 0)
+    log.fault(10, "crash broker 1", "crash", [1])
+    log.observe(10, 5, 5, 0)   # the crash's trouble, not the slowdown's
+    log.observe(20, 0, 0, 0)
+    slow, crash = log.records
+    assert slow.leaders_ms is None and slow.finished
+    assert crash.leaders_ms == 20 and crash.writable_ms == 20 and crash.isr_full_ms is None
+
+
+def test_fetch_meters_survive_a_restart():
+    c = cluster()
+    for k in range(5):
+        c.produce("t", k, [b"v"])
+    c.advance(2000)
+    before = c.brokers[2].rm.metrics()
+    assert before["FetchRequestsPerSec.follower"] > 0
+    c.crash(2)
+    c.advance(3000)
+    c.restart(2)
+    c.advance(3000)
+    live = c.brokers[2].rm.metrics()
+    total = c.fetch_metrics()[2]
+    for key in FETCH_METRICS:
+        assert total[key] == before.get(key, 0) + live.get(key, 0), key
+    assert total["NumIncrementalFetchSessions"] == live["NumIncrementalFetchSessions"]
+
+
+SMALL = {"topics.0.partitions": 60, "duration_s": 10, "faults.0.at_s": 3, "faults.1.at_s": 7,
+         "broker.session.timeout.ms": 2000, "workload.batches_per_second": 2.0}
+
+
+def test_default_scenario_reports_client_view_and_controller_removals():
+    summary, series, _ = run_scenario(sc.load(sc.default_scenario_path(), SMALL))
+    crash = summary["fault_recovery"][0]
+    assert crash["fault"] == "crash broker 3 (process)"
+    # broker 3 led a sixth of the partitions; they were blocked from the crash to detection
+    led = 60 / 6
+    by_cause = summary["unavailable_partition_seconds_by_cause"]
+    assert by_cause["leader_down"] == pytest.approx(led * crash["detected_after_s"], rel=0.01)
+    assert summary["offline_partition_seconds"] == 0  # the controller never saw it offline
+    assert summary["unavailable_partition_seconds"] >= by_cause["leader_down"]
+    assert max(series["unavailable"]) == led
+    # the controller removed broker 3 from the ISR of every partition it had a replica of
+    assert summary["isr_changes_by_origin"]["broker_failure"]["shrink"] == 30
+    assert summary["isr_shrinks"] >= 30 and summary["verdict"]["ok"]
+    fetch = summary["fetch_path"]
+    assert set(fetch["per_broker"]) == {"1", "2", "3", "4", "5", "6"}
+    assert fetch["total"]["follower_fetch_requests"] == sum(
+        b["follower_fetch_requests"] for b in fetch["per_broker"].values()) > 0
+    assert fetch["total"]["incremental_fetches"] > fetch["total"]["full_fetches"] > 0
+
+
+def test_losses_are_listed_with_cause_and_fault():
+    scenario = sc.load(sc.examples_dir() / "kip279.toml")
+    summary, _, _ = run_scenario(scenario)
+    events = summary["loss_events"]
+    assert summary["lost_acked_records"] > 0 and events
+    assert sum(e["records"] for e in events) == summary["lost_acked_records"]
+    by_cause = {}
+    for e in events:
+        by_cause[e["cause"]] = by_cause.get(e["cause"], 0) + e["records"]
+        assert e["last_offset"] - e["first_offset"] + 1 >= e["records"] > 0
+        assert e["acked_s"][0] <= e["acked_s"][1] <= e["found_s"]
+        assert e["fault"] and "broker" in e["fault"]
+    assert by_cause == {k: v for k, v in summary["lost_acked_records_by_cause"].items() if v}
+    assert not summary["verdict"]["ok"] and summary["verdict"]["line"].startswith("FAIL")
+
+
+
+def test_lost_responses_make_duplicates_the_log_audit_sees():
+    from replica_core.sim.workload import Workload
+
+    c = Cluster(3, config={"min.insync.replicas": 2, **FAST, "request.timeout.ms": 1000},
+                seed=3)
+    c.create_topic("t", 4, 3)
+    c.advance(1500)
+    w = Workload(c, {"batches_per_second": 5.0, "records_per_batch": 4, "record_bytes": 40})
+    w.start(c.loop.now + 8000)
+    c.advance(2000)
+    assert w.audit_logs() == {"duplicate_batches": 0, "duplicate_records": 0,
+                              "reordered_batches": 0}
+    leaders = {c.leader_and_isr(tp)[0] for tp in c.tps}
+    for b in leaders:  # the answers to the producer are lost: it retries appended batches
+        c.network.link(b, 1000).loss_rate = 1.0
+    c.advance(2500)
+    for b in leaders:
+        c.network.link(b, 1000).loss_rate = 0.0
+    c.advance(6000)
+    audit = w.audit_logs()
+    assert audit["duplicate_batches"] > 0
+    assert audit["duplicate_records"] == 4 * audit["duplicate_batches"]
+    assert w.producer.errors.get("REQUEST_TIMED_OUT", 0) >= audit["duplicate_batches"]
