@@ -255,13 +255,16 @@ def test_stale_max_timestamp_is_recomputed_and_high_attribute_bits_dropped(k):
     check_equivalence(buf)
 
 
-def test_without_analyze_the_crc_is_recomputed_not_checked(k):
+def test_without_analyze_the_crc_is_kept_or_checked(k):
+    """Issue 19: a CRC is never laundered. Without analysis a batch whose stamping changes
+    nothing the CRC covers keeps the client's CRC (even a wrong one: the leader did not look);
+    one that must be rewritten (LogAppendTime) has its CRC checked first and is rejected."""
     bad = bytearray(BATCHES["plain"])
     struct.pack_into(">I", bad, 17, 12345)
     assert k.leader_append_fast(*kernel_args(bytes(bad)))[0] == REJECTED
     res = k.leader_append_fast(*kernel_args(bytes(bad), analyze=False))
-    assert res[0] == OK
-    assert struct.unpack_from(">I", res[1], 17)[0] == crc32c_pypi.crc32c(bytes(res[1][21:]))
+    assert res[0] == OK and struct.unpack_from(">I", res[1], 17)[0] == 12345
+    assert k.leader_append_fast(*kernel_args(bytes(bad), analyze=False, lat=True))[0] == REJECTED
     check_equivalence(bytes(bad))
 
 

@@ -582,8 +582,8 @@ cdef inline int64_t batch_last_offset(const unsigned char *b, int64_t size) noex
     """v2 (full header): baseOffset + lastOffsetDelta; legacy: the entry's offset field."""
     if b[16] == 2:
         if size >= BATCH_OVERHEAD:
-            return rcb_i64(b) + rcb_i32(b + 23)
-        return rcb_i64(b) - 1  # a v2 length too short for its header: no delta (-1) to add
+            return wrap_add(rcb_i64(b), rcb_i32(b + 23))  # Java long arithmetic
+        return wrap_sub(rcb_i64(b), 1)  # a v2 length too short for its header: no delta (-1)
     return rcb_i64(b)
 
 
@@ -891,7 +891,8 @@ cdef int fast_header(const unsigned char *b, Py_ssize_t n, int64_t next_offset,
                 or <int64_t>h.last_offset_delta + 1 != h.count
                 or h.attributes & ATTR_CONTROL or (pid >= 0 and seq < 0)):
             return F_REJECTED
-    elif h.count < 0:
+    elif h.count <= 0 or h.last_offset_delta < 0:
+        # no record, or a last offset below the base: the batch would sit at or below the LEO
         return F_REJECTED
     if h.attributes & ATTR_LOG_APPEND_TIME:
         return F_UNSUPPORTED          # producer-set LogAppendTime: decided per topic, in Python
@@ -905,6 +906,8 @@ cdef int fast_header(const unsigned char *b, Py_ssize_t n, int64_t next_offset,
     if add_overflows(h.last_offset, -<int64_t>h.last_offset_delta):
         return F_UNSUPPORTED
     h.out_base_offset = h.last_offset - h.last_offset_delta
+    if h.out_base_offset < 0:
+        return F_REJECTED             # no offset is negative (the general path says why)
     if add_overflows(h.base_offset, h.last_offset_delta):
         return F_UNSUPPORTED
     h.source_last_offset = h.base_offset + h.last_offset_delta
@@ -932,12 +935,12 @@ cdef int fast_check(const unsigned char *area, Py_ssize_t area_len, int64_t now_
     return F_OK
 
 
-cdef void fast_stamp(unsigned char *o, const unsigned char *b, Py_ssize_t n, bint crc_known,
+cdef void fast_stamp(unsigned char *o, const unsigned char *b, Py_ssize_t n, bint rewrite,
                      int64_t leader_epoch, int64_t new_max, bint log_append_time,
                      FastHeader *h) noexcept nogil:
-    """Step 9: the stamped copy. The CRC is recomputed unless it was verified and nothing it
-    covers changed (then it is the same value)."""
-    cdef bint rewrite = log_append_time or h.max_timestamp != new_max
+    """Step 9: the stamped copy. The CRC is recomputed only when something it covers changes
+    (``rewrite``: attributes and max timestamp), else the producer's CRC is kept, as Kafka's
+    ``setMaxTimestamp`` does; the caller has verified the CRC before a rewrite."""
     cdef int32_t attributes
     memcpy(o, b, <size_t>n)
     rcb_put64(o, <uint64_t>h.out_base_offset)
@@ -947,7 +950,6 @@ cdef void fast_stamp(unsigned char *o, const unsigned char *b, Py_ssize_t n, bin
             ATTR_LOG_APPEND_TIME if log_append_time else 0)
         rcb_put16(o + 21, <unsigned short>(attributes & 0xFFFF))
         rcb_put64(o + 35, <uint64_t>new_max)
-    if rewrite or not crc_known:
         rcb_put32(o + 17, rc_crc32c(o + CRC_START, <size_t>(n - CRC_START)))
 
 
@@ -969,6 +971,7 @@ cdef object _append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t
     cdef int64_t new_max
     cdef unsigned char *o
     cdef bint crc_ok = True
+    cdef bint rewrite
     out = None
     _acquire(buf, &pb, False)
     try:
@@ -1013,13 +1016,24 @@ cdef object _append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t
             new_max = now_ms
         else:
             new_max = res.max_timestamp if res.max_timestamp > -1 else -1
+        rewrite = log_append_time or h.max_timestamp != new_max
+        if rewrite and not analyze:
+            # a fresh CRC is only ever written over bytes whose CRC was checked
+            if n >= NOGIL_MIN_BYTES:
+                with nogil:
+                    crc_ok = crc_matches(b, n)
+            else:
+                crc_ok = crc_matches(b, n)
+            if not crc_ok:
+                status_out[0] = F_REJECTED
+                return None
         out = PyByteArray_FromStringAndSize(NULL, n)
         o = <unsigned char *>PyByteArray_AS_STRING(out)
         if n >= NOGIL_MIN_BYTES:
             with nogil:
-                fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, h)
+                fast_stamp(o, b, n, rewrite, leader_epoch, new_max, log_append_time, h)
         else:
-            fast_stamp(o, b, n, analyze, leader_epoch, new_max, log_append_time, h)
+            fast_stamp(o, b, n, rewrite, leader_epoch, new_max, log_append_time, h)
     finally:
         if have_records:
             PyBuffer_Release(&pr)

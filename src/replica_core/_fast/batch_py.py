@@ -171,7 +171,8 @@ def find_batch(buf: Any, start: int, end: int, target_offset: int
         last = _I64.unpack_from(mv, pos)[0]
         if mv[pos + 16] == 2:
             # v2: plus lastOffsetDelta; a length too short for the header has none (-1)
-            last += _I32.unpack_from(mv, pos + 23)[0] if size >= BATCH_OVERHEAD else -1
+            last = _wrap64(last + (_I32.unpack_from(mv, pos + 23)[0]
+                                   if size >= BATCH_OVERHEAD else -1))
         if last >= target_offset:
             return pos, size, last, pos + size - start, STOP_END
     return -1, -1, -1, valid_end - start, stop
@@ -437,7 +438,8 @@ def _fast_header(mv: memoryview, n: int, next_offset: int, leader_epoch: int, cl
         if (lod + 1 <= 0 or count <= 0 or lod + 1 != count or attributes & _ATTR_CONTROL
                 or (pid >= 0 and seq < 0)):
             return (FAST_REJECTED,)
-    elif count < 0:
+    elif count <= 0 or lod < 0:
+        # no record, or a last offset below the base: the batch would sit at or below the LEO
         return (FAST_REJECTED,)
     if attributes & _ATTR_LOG_APPEND_TIME:
         return (FAST_UNSUPPORTED,)    # producer-set LogAppendTime: decided per topic, in Python
@@ -448,8 +450,11 @@ def _fast_header(mv: memoryview, n: int, next_offset: int, leader_epoch: int, cl
     last = next_offset + count - 1
     out_base = last - lod
     source_last = base + lod
-    if not (_INT64_MIN <= last <= _INT64_MAX and _INT64_MIN <= out_base <= _INT64_MAX
-            and _INT64_MIN <= source_last <= _INT64_MAX):
+    if not (_INT64_MIN <= last <= _INT64_MAX and _INT64_MIN <= out_base <= _INT64_MAX):
+        return (FAST_UNSUPPORTED,)
+    if out_base < 0:
+        return (FAST_REJECTED,)       # no offset is negative (the general path says why)
+    if not _INT64_MIN <= source_last <= _INT64_MAX:
         return (FAST_UNSUPPORTED,)
     return (FAST_OK, base, epoch, attributes, lod, base_ts, max_ts, count, codec, last,
             out_base, source_last)
@@ -522,17 +527,19 @@ def leader_append_fast(buf: Any, next_offset: int, leader_epoch: int, now_ms: in
         return (FAST_REJECTED, None, *_NOT_OK)
     if codec and not (in_order and base == 0):
         return (FAST_UNSUPPORTED, None, *_NOT_OK)
-    # step 9: the stamped copy
+    # step 9: the stamped copy; the CRC is recomputed only when something it covers changes
+    # (attributes, max timestamp), and only over bytes whose CRC was checked
     new_max = now_ms if log_append_time else max(max_ts, -1)
+    rewrite = log_append_time or stored_max != new_max
+    if rewrite and not analyze and _crc32c(mv[CRC_START:n]) != _U32.unpack_from(mv, 17)[0]:
+        return (FAST_REJECTED, None, *_NOT_OK)
     out = bytearray(mv)
     struct.pack_into(">q", out, 0, out_base)
     struct.pack_into(">i", out, 12, leader_epoch)
-    rewrite = log_append_time or stored_max != new_max
     if rewrite:
         new_attributes = (attributes & _KEPT_ATTRIBUTES & ~_ATTR_LOG_APPEND_TIME) | (
             _ATTR_LOG_APPEND_TIME if log_append_time else 0)
         struct.pack_into(">H", out, 21, new_attributes & 0xFFFF)
         struct.pack_into(">q", out, 35, new_max)
-    if rewrite or not analyze:
         struct.pack_into(">I", out, 17, _crc32c(memoryview(out)[CRC_START:n]))
     return (FAST_OK, out, last, new_max, count, codec, out_base, source_last, epoch)

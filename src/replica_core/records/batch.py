@@ -16,7 +16,13 @@ import numpy as np
 
 from replica_core._fast import load
 from replica_core.errors import CorruptRecordError
-from replica_core.records.compression import CODEC_NAMES, codec_id, decompress
+from replica_core.records.compression import (
+    CODEC_NAMES,
+    DEFAULT_MAX_RECORD_BYTES,
+    codec_id,
+    decompress,
+    decompressed_limit,
+)
 from replica_core.records.legacy import LegacyBatch
 from replica_core.records.record import Record
 from replica_core.records.varint import decode_varint
@@ -223,28 +229,33 @@ class RecordBatch:
                 f"Record is corrupt (stored crc = {self.crc}, computed crc = {computed})")
 
     # --- records -------------------------------------------------------------------------------
-    def record_area(self) -> tuple[Buffer, int, int]:
+    def record_area(self, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+                    ) -> tuple[Buffer, int, int]:
         """``(buffer, start, end)`` of the uncompressed records: this view for an uncompressed
-        batch, a decompressed copy otherwise."""
+        batch, a decompressed copy otherwise, of at most ``record_count * max_record_bytes``
+        bytes (the topic's ``max.message.bytes``; ``InvalidRecordError`` beyond that)."""
         h = self._header()
         cid = codec_id(h[5] & ATTR_COMPRESSION_MASK)
         if cid == 0:
             return self._buf, BATCH_OVERHEAD, self._size
-        blob = decompress(cid, self._buf[BATCH_OVERHEAD:])
+        blob = decompress(cid, self._buf[BATCH_OVERHEAD:],
+                          max_output=decompressed_limit(h[12], max_record_bytes))
         return blob, 0, len(blob)
 
-    def record_columns(self) -> tuple[Buffer, np.ndarray]:
+    def record_columns(self, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES
+                       ) -> tuple[Buffer, np.ndarray]:
         """The record area and its ``decode_records`` columns (``InvalidRecordError`` if the
         records are malformed or fewer/more than the declared count)."""
         h = self._header()
-        area, start, end = self.record_area()
+        area, start, end = self.record_area(max_record_bytes)
         cols = kernels.decode_records(area, start, end, h[12], h[0], h[7])
         return area, cols
 
-    def records(self) -> Iterator[Record]:
-        """Each record, decompressing as needed. In a LogAppendTime batch every record reports
-        the batch's maxTimestamp (``DefaultRecordBatch``)."""
-        area, cols = self.record_columns()
+    def records(self, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Iterator[Record]:
+        """Each record, decompressing as needed (see :meth:`record_area` for the bound). In a
+        LogAppendTime batch every record reports the batch's maxTimestamp
+        (``DefaultRecordBatch``)."""
+        area, cols = self.record_columns(max_record_bytes)
         mv = _view(area)
         log_append = self.attributes & ATTR_LOG_APPEND_TIME
         max_ts = self.max_timestamp

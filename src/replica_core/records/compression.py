@@ -15,6 +15,14 @@ Byte formats are those Kafka's Java client and broker write and read
 
 Unknown codec ids raise ``UnsupportedCompressionTypeError``; payloads that do not decompress
 raise ``InvalidRecordError`` (Kafka fails the batch while iterating its records).
+
+Every decompression is bounded (``max_output``): a batch can legitimately hold no more than its
+record count times the largest record a broker accepts (``message.max.bytes`` /
+``max.message.bytes``), see :func:`decompressed_limit`. Kafka streams records out of the codec with bounded buffers; here the
+record area is decompressed whole, so the bound is enforced before memory is spent: claimed sizes
+(a raw snappy block's length preamble, a zstd frame's content size) are checked before anything
+is allocated, zstd frames are walked block by block for the most they can produce, gzip and lz4
+are decompressed incrementally. Going over the bound is an ``InvalidRecordError``.
 """
 from __future__ import annotations
 
@@ -30,6 +38,8 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
+    "DEFAULT_MAX_RECORD_BYTES",
+    "MAX_DECOMPRESSED_BYTES",
     "CODEC_IDS",
     "CODEC_NAMES",
     "GZIP",
@@ -41,6 +51,7 @@ __all__ = [
     "codec_name",
     "compress",
     "decompress",
+    "decompressed_limit",
 ]
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = range(5)
@@ -63,6 +74,33 @@ _LZ4_BLOCK_SIZES = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1
 
 _DECODE_ERRORS = (cramjam.DecompressionError, zlib.error, ValueError, struct.error,
                   OverflowError, IndexError)
+
+# Kafka's default max.message.bytes: the largest record (and batch) a broker accepts unless the
+# topic says otherwise.
+DEFAULT_MAX_RECORD_BYTES = 1048588
+# Never more than a Java byte array holds, whatever the count says (Kafka's buffers are
+# int-indexed).
+MAX_DECOMPRESSED_BYTES = 2**31 - 1
+
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE = 0x184D2A50      # 0x184D2A50..0x184D2A5F, low 4 bits free
+_ZSTD_BLOCK_MAX = 128 * 1024      # a block never decodes to more (Block_Maximum_Size)
+
+
+class _TooLarge(Exception):
+    """Decompression would go over ``max_output``."""
+
+
+def decompressed_limit(record_count: int, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> int:
+    """The most a batch of ``record_count`` records may decompress to: each record at most the
+    largest a broker accepts, the topic's ``max.message.bytes`` (``max_record_bytes``) or the
+    broker default ``message.max.bytes``, whichever is larger (a topic limit below the default
+    bounds compressed batches, not the records a producer may put in them); and never more than
+    ``MAX_DECOMPRESSED_BYTES``."""
+    if record_count <= 0:
+        return 0
+    per_record = max(int(max_record_bytes), DEFAULT_MAX_RECORD_BYTES)
+    return min(int(record_count) * per_record, MAX_DECOMPRESSED_BYTES)
 
 
 def codec_id(codec: int | str) -> int:
@@ -130,12 +168,21 @@ def _gzip_compress(data: Buffer, level: int) -> bytes:
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data: Buffer) -> bytes:
+def _gzip_decompress(data: Buffer, limit: int) -> bytes:
+    """Every member, in bounded steps: at most ``limit + 1`` bytes come out of zlib at once."""
     out = bytearray()
-    rest = bytes(data)
+    rest: Buffer = data
     while True:
         d = zlib.decompressobj(31)
-        out += d.decompress(rest)
+        tail = rest
+        while True:
+            chunk = d.decompress(tail, limit - len(out) + 1)
+            out += chunk
+            if len(out) > limit:
+                raise _TooLarge
+            tail = d.unconsumed_tail
+            if d.eof or (not tail and not chunk):
+                break
         if not d.eof:
             raise InvalidRecordError("gzip stream ends before its end of member")
         rest = d.unused_data
@@ -155,10 +202,30 @@ def _snappy_compress(data: Buffer) -> bytes:
     return bytes(out)
 
 
-def _snappy_decompress(data: Buffer) -> bytes:
+def _snappy_claimed_length(block: memoryview) -> int:
+    """The uncompressed length a raw snappy block declares (its varint preamble, < 2**32)."""
+    value = 0
+    for i in range(min(len(block), 5)):
+        b = block[i]
+        value |= (b & 0x7F) << (7 * i)
+        if not b & 0x80:
+            if value > 0xFFFFFFFF:
+                break
+            return value
+    raise InvalidRecordError("raw snappy block with a malformed length preamble")
+
+
+def _snappy_raw(block: memoryview, budget: int) -> bytes:
+    """One raw snappy block; its declared length is checked before the decoder allocates it."""
+    if _snappy_claimed_length(block) > budget:
+        raise _TooLarge
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_decompress(data: Buffer, limit: int) -> bytes:
     mv = memoryview(data).cast("B")
     if bytes(mv[:8]) != _XERIAL_MAGIC:
-        return bytes(cramjam.snappy.decompress_raw(mv))
+        return _snappy_raw(mv, limit)
     if len(mv) < 16:
         raise InvalidRecordError("truncated xerial snappy header")
     out = bytearray()
@@ -170,7 +237,7 @@ def _snappy_decompress(data: Buffer) -> bytes:
         p += 4
         if n < 0 or n > len(mv) - p:
             raise InvalidRecordError(f"xerial snappy block of {n} bytes runs past the payload")
-        out += cramjam.snappy.decompress_raw(mv[p:p + n])
+        out += _snappy_raw(mv[p:p + n], limit - len(out))
         p += n
     return bytes(out)
 
@@ -195,7 +262,7 @@ def _lz4_compress(data: Buffer, level: int) -> bytes:
     return bytes(out)
 
 
-def _lz4_decompress(data: Buffer, check_header: bool = True) -> bytes:
+def _lz4_decompress(data: Buffer, limit: int, check_header: bool = True) -> bytes:
     mv = memoryview(data).cast("B")
     n = len(mv)
     if n < 7 or bytes(mv[:4]) != _LZ4_MAGIC:
@@ -230,13 +297,107 @@ def _lz4_decompress(data: Buffer, check_header: bool = True) -> bytes:
             raise InvalidRecordError(f"LZ4 block of {size} bytes is too large or truncated")
         block = mv[p:p + size]
         if raw:
+            if len(out) + size > limit:
+                raise _TooLarge
             out += block
         else:
             if scratch is None:
-                scratch = bytearray(block_max)
-            written = cramjam.lz4.decompress_block_into(block, scratch)
+                scratch = bytearray(min(block_max, limit - len(out) + 1))
+            elif len(scratch) > limit - len(out) + 1:
+                scratch = bytearray(limit - len(out) + 1)
+            try:
+                written = cramjam.lz4.decompress_block_into(block, scratch)
+            except cramjam.DecompressionError:
+                if len(scratch) < block_max:
+                    raise _TooLarge from None  # may be the bound: report it as such
+                raise
+            if len(out) + written > limit:
+                raise _TooLarge
             out += memoryview(scratch)[:written]
         p += size + block_checksum
+
+
+def _zstd_most(mv: memoryview, limit: int) -> int:
+    """The most the zstd frames in ``mv`` can decode to, from their headers alone (RFC 8878):
+    raw and RLE blocks exactly their stated size, a compressed block at most 128 KiB.
+    ``_TooLarge`` as soon as what is known exactly (raw and RLE blocks, a frame's declared
+    content size) goes over ``limit``."""
+    n = len(mv)
+    p = 0
+    exact = 0          # raw and RLE blocks, declared content sizes
+    compressed = 0     # compressed blocks seen
+    while p < n:
+        if n - p < 4:
+            raise InvalidRecordError("truncated zstd frame magic")
+        magic = int.from_bytes(mv[p:p + 4], "little")
+        if magic & 0xFFFFFFF0 == _ZSTD_SKIPPABLE:
+            if n - p < 8:
+                raise InvalidRecordError("truncated zstd skippable frame")
+            p += 8 + int.from_bytes(mv[p + 4:p + 8], "little")
+            continue
+        if magic != _ZSTD_MAGIC:
+            raise InvalidRecordError(f"not a zstd frame (magic {magic:#010x})")
+        p += 4
+        if p >= n:
+            raise InvalidRecordError("truncated zstd frame header")
+        descriptor = mv[p]
+        p += 1
+        single_segment = descriptor & 0x20
+        fcs_size = (1 if single_segment else 0, 2, 4, 8)[descriptor >> 6]
+        p += (0 if single_segment else 1) + (0, 1, 2, 4)[descriptor & 0x03]
+        if p + fcs_size > n:
+            raise InvalidRecordError("truncated zstd frame header")
+        if fcs_size:
+            content_size = int.from_bytes(mv[p:p + fcs_size], "little")
+            if fcs_size == 2:
+                content_size += 256
+            if exact + content_size > limit:
+                raise _TooLarge
+        p += fcs_size
+        while True:
+            if n - p < 3:
+                raise InvalidRecordError("truncated zstd block header")
+            header = mv[p] | mv[p + 1] << 8 | mv[p + 2] << 16
+            p += 3
+            block_type, block_size = (header >> 1) & 0x03, header >> 3
+            if block_type == 0:          # raw
+                exact += block_size
+                p += block_size
+            elif block_type == 1:        # RLE: one byte repeated block_size times
+                exact += block_size
+                p += 1
+            elif block_type == 2:        # compressed
+                compressed += 1
+                p += block_size
+            else:
+                raise InvalidRecordError("zstd block of the reserved type")
+            if exact > limit:
+                raise _TooLarge
+            if header & 1:
+                break
+        if descriptor & 0x04:
+            p += 4                       # content checksum
+    if p > n:
+        raise InvalidRecordError("zstd frame runs past the payload")
+    return exact + compressed * _ZSTD_BLOCK_MAX
+
+
+def _zstd_decompress(data: Buffer, limit: int) -> bytes:
+    mv = memoryview(data).cast("B")
+    if _zstd_most(mv, limit) <= limit:
+        return bytes(cramjam.zstd.decompress(mv))
+    # Compressed blocks may decode to less than the 128 KiB counted for each: decode into a
+    # buffer one byte larger than the bound; filling it means the data is over the bound.
+    out = bytearray(limit + 1)
+    try:
+        written = cramjam.zstd.decompress_into(mv, out)
+    except cramjam.DecompressionError as exc:
+        raise InvalidRecordError(
+            f"zstd record data is corrupt or decompresses to more than {limit} bytes: "
+            f"{exc}") from None
+    if written > limit:
+        raise _TooLarge
+    return bytes(memoryview(out)[:written])
 
 
 def compress(codec: int | str, data: Buffer, level: int | None = None) -> bytes:
@@ -255,22 +416,32 @@ def compress(codec: int | str, data: Buffer, level: int | None = None) -> bytes:
     return bytes(cramjam.zstd.compress(data, level=level))
 
 
-def decompress(codec: int | str, data: Buffer, *, legacy_v0: bool = False) -> bytes:
-    """``data`` decompressed; ``InvalidRecordError`` if it is not a valid payload of ``codec``.
+def decompress(codec: int | str, data: Buffer, *, legacy_v0: bool = False,
+               max_output: int | None = None) -> bytes:
+    """``data`` decompressed; ``InvalidRecordError`` if it is not a valid payload of ``codec``
+    or would decompress to more than ``max_output`` bytes (default ``MAX_DECOMPRESSED_BYTES``;
+    see :func:`decompressed_limit`).
 
     ``legacy_v0`` skips the LZ4 descriptor checksum that magic v0 writers got wrong.
     """
     cid = codec_id(codec)
+    limit = MAX_DECOMPRESSED_BYTES if max_output is None else max(int(max_output), 0)
     try:
         if cid == NONE:
+            if memoryview(data).nbytes > limit:
+                raise _TooLarge
             return bytes(data)
         if cid == GZIP:
-            return _gzip_decompress(data)
+            return _gzip_decompress(data, limit)
         if cid == SNAPPY:
-            return _snappy_decompress(data)
+            return _snappy_decompress(data, limit)
         if cid == LZ4:
-            return _lz4_decompress(data, check_header=not legacy_v0)
-        return bytes(cramjam.zstd.decompress(data))
+            return _lz4_decompress(data, limit, check_header=not legacy_v0)
+        return _zstd_decompress(data, limit)
+    except _TooLarge:
+        raise InvalidRecordError(
+            f"{CODEC_NAMES[cid]} record data decompresses to more than {limit} bytes, the most "
+            "its records may hold") from None
     except _DECODE_ERRORS as exc:
         raise InvalidRecordError(
             f"Failed to decompress {CODEC_NAMES[cid]} record data: {exc}") from None

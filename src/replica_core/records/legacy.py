@@ -18,7 +18,13 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from replica_core.errors import CorruptRecordError, InvalidRecordError
-from replica_core.records.compression import CODEC_NAMES, ZSTD, codec_id, decompress
+from replica_core.records.compression import (
+    CODEC_NAMES,
+    DEFAULT_MAX_RECORD_BYTES,
+    ZSTD,
+    codec_id,
+    decompress,
+)
 from replica_core.records.record import NO_TIMESTAMP, Record
 
 if TYPE_CHECKING:
@@ -31,6 +37,9 @@ RECORD_OVERHEAD_V0 = 14       # crc, magic, attributes, key length, value length
 CRC_START = 16                # CRC-32 covers [16, size) of an entry
 ATTR_COMPRESSION_MASK = 0x07
 ATTR_LOG_APPEND_TIME = 0x08
+# A v0/v1 wrapper does not declare how many messages it holds, so its decompression is bounded
+# by this many of the largest records a broker accepts (our choice; the v2 bound is the count).
+LEGACY_WRAPPER_MAX_RECORDS = 64
 
 _ENTRY = struct.Struct(">qiIbB")   # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
@@ -220,7 +229,9 @@ class LegacyBatch:
         if msg.value_len < 0:
             raise InvalidRecordError("Compressed legacy wrapper has a null value")
         payload = self._buf[msg.value_pos:msg.value_pos + msg.value_len]
-        blob = memoryview(decompress(cid, payload, legacy_v0=msg.magic == 0))
+        blob = memoryview(decompress(
+            cid, payload, legacy_v0=msg.magic == 0,
+            max_output=LEGACY_WRAPPER_MAX_RECORDS * DEFAULT_MAX_RECORD_BYTES))
         entries: list[LegacyMessage] = []
         p = 0
         while len(blob) - p >= LOG_OVERHEAD:

@@ -16,6 +16,7 @@ a status and the general path runs, so errors are always raised by the code belo
 """
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -26,14 +27,17 @@ from replica_core.errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    LogSegmentOffsetOverflowError,
     OffsetsOutOfOrderError,
     RecordTooLargeError,
     RecordValidationError,
 )
 from replica_core.records.batch import (
     BATCH_OVERHEAD,
+    CRC_START,
     MAX_FRAME_SIZE,
     _corrupt_frame_message,
+    _crc32c,
     _view,
     kernels,
 )
@@ -45,7 +49,13 @@ from replica_core.records.builder import (
     encode_record,
     timestamp_type_of,
 )
-from replica_core.records.compression import CODEC_NAMES, NONE, codec_id, decompress
+from replica_core.records.compression import (
+    CODEC_NAMES,
+    NONE,
+    codec_id,
+    decompress,
+    decompressed_limit,
+)
 from replica_core.records.legacy import LegacyBatch
 from replica_core.records.record import NO_TIMESTAMP
 from replica_core.records.varint import encode_varint
@@ -68,6 +78,8 @@ __all__ = [
 DEFAULT_MAX_MESSAGE_BYTES = 1048588     # max.message.bytes
 ORIGINS = ("client", "replication", "coordinator")
 LONG_MAX = 2**63 - 1
+LONG_MIN = -(2**63)
+_COUNT = struct.Struct(">i")            # recordCount, at byte 57 of a v2 header
 # The attribute bits computeAttributes() writes: codec, timestamp type, transactional,
 # control, delete horizon (bits 7-15 are dropped whenever Kafka rewrites the attributes).
 _KEPT_ATTRIBUTES = 0x77
@@ -153,7 +165,10 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
     ignored (``RecordTooLargeError``), valid CRC and size >= 61 (``CorruptRecordError``). A
     corrupt frame raises ``CorruptRecordError``; a partial trailing batch is left out of
     ``valid_bytes``. For ``origin == "replication"`` (the follower path) offsets must increase
-    from batch to batch (``OffsetsOutOfOrderError``).
+    (``OffsetsOutOfOrderError``): Kafka's rule is that each batch's last offset exceeds the one
+    before; here every v2 batch also has 0 ≤ base ≤ last, and no batch starts below the first
+    one (which the log checks against its end offset), so a CRC-valid batch with a negative
+    ``lastOffsetDelta`` never reaches the segment, whose LEO and index would go backwards.
     """
     _check_origin(origin)
     mv = _view(buffer)
@@ -162,9 +177,12 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
     # numpy overhead would cost more than the loop.
     rows = headers.tolist()
     client = origin == "client"
+    follower = origin == "replication"
     lasts: list[int] = []
     monotonic = True
     prev_last = -1
+    ordered = True  # the follower's stricter rule (see above): no base below this floor
+    floor = max(rows[0][C.COL_BASE_OFFSET], 0) if follower and rows else 0
     max_timestamp, shallow = NO_TIMESTAMP, -1
     num_records = 0
     source_codec = 0
@@ -188,6 +206,8 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
             codec_id(codec)  # raises UnsupportedCompressionTypeError
         if last <= prev_last:
             monotonic = False
+        if follower and (last < base or base < floor):
+            ordered = False
         prev_last = last
         lasts.append(last)
         if v2:
@@ -202,9 +222,11 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
             source_codec = codec
     if stop == C.STOP_CORRUPT:
         raise CorruptRecordError(_corrupt_frame_message(mv, int(valid_bytes)))
-    if origin == "replication" and not monotonic:
+    if follower and not (monotonic and ordered):
+        firsts = [r[C.COL_BASE_OFFSET] for r in rows[:20]]
         raise OffsetsOutOfOrderError(
-            f"Out of order offsets found in append to the follower: {lasts[:20]}")
+            "Out of order offsets found in append to the follower (first offsets "
+            f"{firsts}, last offsets {lasts[:20]})")
     n = len(rows)
     return LogAppendInfo(
         first_offset=rows[0][C.COL_BASE_OFFSET] if n and rows[0][C.COL_MAGIC] >= 2 else -1,
@@ -276,7 +298,9 @@ def _run_fast(buffer: Buffer, next_offset: int, leader_epoch: int, now_ms: int, 
                                   target)
         if res[0] == _FAST_NEED_RECORDS:
             try:
-                area = decompress(res[5], _view(buffer)[BATCH_OVERHEAD:])
+                mv = _view(buffer)
+                limit = decompressed_limit(_COUNT.unpack_from(mv, 57)[0], max_message_bytes)
+                area = decompress(res[5], mv[BATCH_OVERHEAD:], max_output=limit)
             except Exception:  # the general path raises the exact error
                 return None
             res = _leader_append_fast(buffer, next_offset, leader_epoch, now_ms, before, after,
@@ -439,18 +463,30 @@ def _check_single_batch(headers: np.ndarray, source: int) -> None:
 
 
 def _validate_batch(first: Sequence[int], row: Sequence[int], topic: _Topic) -> None:
-    """``LogValidator.validateBatch``: same magic as the first batch; client rules for v2."""
+    """``LogValidator.validateBatch``: same magic as the first batch; client rules for v2.
+
+    Other origins (the coordinator's own batches) are held to Kafka's offset rules only as far
+    as the log needs (our addition): at least one record and ``lastOffsetDelta >= 0``, else the
+    stamped batch would end at or below the LEO, or start above its own last offset.
+    """
     if int(row[C.COL_MAGIC]) != int(first[C.COL_MAGIC]):
         raise InvalidRecordError(
             f"Batch magic {int(row[C.COL_MAGIC])} is not the same as the first batch's magic "
             f"byte {int(first[C.COL_MAGIC])}")
-    if not topic.client or int(row[C.COL_MAGIC]) < 2:
+    if int(row[C.COL_MAGIC]) < 2:
         return
     if int(row[C.COL_SIZE]) < BATCH_OVERHEAD:
         raise CorruptRecordError(f"Record batch size {int(row[C.COL_SIZE])} is less than 61")
     base = int(row[C.COL_BASE_OFFSET])
     count_from_offsets = int(row[C.COL_LAST_OFFSET_DELTA]) + 1
     count = int(row[C.COL_RECORD_COUNT])
+    if not topic.client:
+        if count_from_offsets <= 0:
+            raise InvalidRecordError(
+                f"Batch has an invalid offset range: [{base}, {base + count_from_offsets - 1}]")
+        if count <= 0:
+            raise InvalidRecordError(f"Invalid reported count for record batch: {count}")
+        return
     if count_from_offsets <= 0:
         raise InvalidRecordError(
             f"Batch has an invalid offset range: [{base}, {base + count_from_offsets - 1}]")
@@ -529,6 +565,26 @@ def _check_v2_records(area: Buffer, start: int, end: int, row: Sequence[int],
     return max(int(max_ts), NO_TIMESTAMP), bool(in_order)
 
 
+def _check_crc(batch_view: memoryview, row: Sequence[int]) -> None:
+    """``CorruptRecordError`` unless the v2 batch's stored CRC matches: checked before a fresh
+    CRC is written over its bytes (a rewrite or a rebuild), so none is ever laundered."""
+    if _crc32c(batch_view[CRC_START:]) != int(row[C.COL_CRC]):
+        raise CorruptRecordError(f"Record is corrupt (stored crc = {int(row[C.COL_CRC])})")
+
+
+def _check_offsets_fit(first_offset: int, last_offset: int) -> None:
+    """Assigned offsets must be Java longs (Kafka's would wrap and fail at the segment), and
+    none negative (a coordinator batch whose lastOffsetDelta exceeds its count would start
+    below zero; Kafka fails later, in its epoch cache, with IllegalArgumentException)."""
+    if not LONG_MIN <= first_offset <= last_offset <= LONG_MAX:
+        raise LogSegmentOffsetOverflowError(
+            f"Offsets [{first_offset}, {last_offset}] assigned from the log end offset do not "
+            "fit a 64-bit offset")
+    if first_offset < 0:
+        raise InvalidRecordError(
+            f"Batch has an invalid offset range: [{first_offset}, {last_offset}]")
+
+
 def _assign_v2(mv: memoryview, row: Sequence[int], topic: _Topic, target: int, *,
                in_place_allowed: bool, compressed_path: bool) -> ValidationResult:
     pos, size = int(row[C.COL_POSITION]), int(row[C.COL_SIZE])
@@ -537,29 +593,40 @@ def _assign_v2(mv: memoryview, row: Sequence[int], topic: _Topic, target: int, *
     attributes = int(row[C.COL_ATTRIBUTES])
     source = attributes & 0x07
     batch_view = mv[pos:pos + size]
+    count = int(row[C.COL_RECORD_COUNT])
     if source:
-        area: Buffer = decompress(source, batch_view[BATCH_OVERHEAD:])
+        area: Buffer = decompress(source, batch_view[BATCH_OVERHEAD:],
+                                  max_output=decompressed_limit(count, topic.max_message_bytes))
         start, end = 0, len(area)
     else:
         area, start, end = batch_view, BATCH_OVERHEAD, size
     max_ts, in_order = _check_v2_records(area, start, end, row, topic)
-    count = int(row[C.COL_RECORD_COUNT])
     in_place = in_place_allowed
     if compressed_path and not (in_order and int(row[C.COL_BASE_OFFSET]) == 0):
         in_place = False   # "Some older clients do not implement the V1 internal offsets"
     if not in_place:
+        _check_crc(batch_view, row)
         return _rebuild_v2(area, start, end, row, topic, target)
 
     last_offset = topic.next_offset + count - 1
+    base_offset = last_offset - int(row[C.COL_LAST_OFFSET_DELTA])
+    _check_offsets_fit(min(base_offset, topic.next_offset), last_offset)
     new_max = topic.now if topic.log_append else max_ts
-    new_attributes = attributes
+    out = bytearray(batch_view)
     if bool(attributes & ATTR_LOG_APPEND_TIME) != topic.log_append or \
             int(row[C.COL_MAX_TIMESTAMP]) != new_max:
+        # attributes and max timestamp change: the CRC must be checked, then recomputed
+        _check_crc(batch_view, row)
         new_attributes = (attributes & _KEPT_ATTRIBUTES & ~ATTR_LOG_APPEND_TIME) | (
             ATTR_LOG_APPEND_TIME if topic.log_append else 0)
-    out = bytearray(batch_view)
-    kernels.stamp_batch(out, 0, last_offset - int(row[C.COL_LAST_OFFSET_DELTA]),
-                        topic.leader_epoch, new_attributes, new_max)
+        kernels.stamp_batch(out, 0, base_offset, topic.leader_epoch, new_attributes, new_max)
+    else:
+        # nothing the CRC covers changes: the producer's CRC stays (Kafka's setMaxTimestamp
+        # returns early), only the base offset and the leader epoch are written
+        if not -(2**31) <= topic.leader_epoch < 2**31:
+            raise InvalidRecordError(f"leader epoch {topic.leader_epoch} does not fit int32")
+        struct.pack_into(">q", out, 0, base_offset)
+        struct.pack_into(">i", out, 12, topic.leader_epoch)
     # The stamped copy is handed over as is (one copy of the request, as Kafka stamps in place).
     return ValidationResult(
         buffer=out, first_offset=topic.next_offset, last_offset=last_offset,
@@ -595,6 +662,9 @@ def _build_result(records: list, timestamps: list[int], attributes: int, produce
                   producer_epoch: int, base_sequence: int, topic: _Topic,
                   target: int) -> ValidationResult:
     n = len(records)
+    if n == 0:
+        raise InvalidRecordError("Invalid reported count for record batch: 0")
+    _check_offsets_fit(topic.next_offset, topic.next_offset + n - 1)
     first_ts = timestamps[0] if n else NO_TIMESTAMP
     area = bytearray()
     for i, (key, value, header_section) in enumerate(records):
@@ -632,6 +702,7 @@ def _convert_legacy(mv: memoryview, headers: np.ndarray, topic: _Topic,
     for row in headers:
         _validate_batch(first, row, topic)
         lb = LegacyBatch(mv, int(row[C.COL_POSITION]), int(row[C.COL_SIZE]))
+        lb.ensure_valid()  # converted to v2 under a fresh CRC: the entry's own must hold
         batch_records = list(lb.records(check_crc=lb.compression_id != NONE))
         ts = np.array([r.timestamp for r in batch_records], dtype=np.int64)
         key_errors = np.array([r.key is None for r in batch_records], dtype=bool) \

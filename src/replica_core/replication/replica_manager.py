@@ -444,7 +444,14 @@ class ReplicaManager:
             return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         required: dict[TopicPartition, int] = {}
+        from replica_core.records.produce_request import produce_records_error
+
         for tp, records in entries.items():
+            # ProduceRequest.validateRecords: not exactly one whole v2 batch never reaches the log
+            bad = produce_records_error(records) if origin == "client" else None
+            if bad is not None:
+                results[tp], required[tp] = ProducePartitionResponse(bad.code), 0
+                continue
             results[tp], required[tp] = self._append_to_local_log(tp, records, acks, origin)
         ok = sum(1 for r in results.values() if r.error_code == Errors.NONE)
         if not (acks == ACKS_ALL and entries and ok > 0):

@@ -13,6 +13,12 @@ KAFKA_SEMANTICS §5.3-5.5. Order of work:
    active segment's indexes, trim the leader-epoch cache to the log.
 
 Nothing here raises for bad data: whatever was cut is written into a :class:`RecoveryReport`.
+A segment file whose name parses to a base offset but is not the 20-digit name Kafka writes
+(``5.log``, ``00000.log``) is reported in ``ignored_files`` and left alone: Kafka parses the
+offset and opens the 20-digit name (creating it empty), so it never reads such a file either,
+and an empty segment below the end of the log would hide the offsets after it. After a clean
+shutdown the active segment must end with a whole batch (appends would otherwise bury a junk
+tail between batches); if it does not, it is recovered like a segment after a crash.
 Deviations from Kafka: a segment whose offsets overflow its relative range or go backwards is cut
 at that batch (Kafka splits overflowed legacy segments, and empties a segment whose rebuilt index
 rejects an entry); producer-state snapshots are left alone (no producer state is kept here).
@@ -38,6 +44,7 @@ from replica_core.storage.segment import (
     LogOffsetMetadata,
     LogSegment,
     LogSegments,
+    is_canonical_file_name,
     last_offsets,
     offset_from_file_name,
 )
@@ -157,6 +164,12 @@ class LogLoader:
             if not self.medium.is_dir(os.path.join(self.dir, name))
         )
 
+    def _ignore(self, name: str) -> None:
+        """A file whose name parses to an offset but is not Kafka's 20-digit spelling."""
+        self.report.ignored_files.append(name)
+        self.report.warnings.append(
+            f"{name}: not a 20-digit segment file name; left alone, not loaded")
+
     def _remove(self, name: str) -> None:
         try:
             self.medium.remove(os.path.join(self.dir, name))
@@ -193,6 +206,9 @@ class LogLoader:
                 off = offset_from_file_name(name)
             except ValueError:
                 self.report.ignored_files.append(name)
+                continue
+            if not is_canonical_file_name(name):
+                self._ignore(name)
                 continue
             if min_cleaned is not None and off >= min_cleaned:
                 # part of a split that never completed (KAFKA-6264)
@@ -231,7 +247,7 @@ class LogLoader:
                     self._remove(name)
                     self.report.replaced_by_swap.append(name)
         for name in self._files():
-            if name.endswith(SWAP_FILE_SUFFIX):
+            if name.endswith(SWAP_FILE_SUFFIX) and is_canonical_file_name(name):
                 self.medium.rename(
                     os.path.join(self.dir, name),
                     os.path.join(self.dir, _strip_suffix(name, SWAP_FILE_SUFFIX)),
@@ -323,9 +339,14 @@ class LogLoader:
             if not name.endswith(LOG_FILE_SUFFIX):
                 continue
             try:
-                log_names.append((offset_from_file_name(name), name))
+                base = offset_from_file_name(name)
             except ValueError:
                 self.report.ignored_files.append(name)
+                continue
+            if is_canonical_file_name(name):
+                log_names.append((base, name))
+            else:
+                self._ignore(name)
         log_names.sort()
         log_bases = [b for b, _ in log_names]
         for base, _name in log_names:
@@ -386,6 +407,8 @@ class LogLoader:
                 if truncated > 0:
                     self._delete_segments(unflushed[i + 1 :])
                     break
+        if self.segments:
+            self._check_active_tail(self.segments.last)
 
         log_end: int | None = None
         if self.segments:
@@ -411,6 +434,22 @@ class LogLoader:
             return log_end, log_end
         leo = log_end if log_end is not None else self.segments.last.read_next_offset()
         return min(self.recovery_point_checkpoint, leo), leo
+
+    def _check_active_tail(self, seg: LogSegment) -> None:
+        """The active segment, unless recovered in this load (a clean shutdown, or a recovery
+        point past it), must end with a whole batch, else it is recovered now (Kafka's reader
+        skips a tail of up to 17 bytes and appends after it; a longer one fails the load)."""
+        if seg.base_offset in self.report.recovered_segments:
+            return
+        try:
+            clean = seg.tail_is_clean()
+        except (KafkaError, OSError, ValueError) as e:
+            self.report.warnings.append(f"segment {seg.base_offset}: {e}")
+            clean = False
+        if not clean:
+            self.report.warnings.append(
+                f"segment {seg.base_offset} does not end with a whole batch; recovering it")
+            self._recover_segment(seg)
 
     def load(self) -> LoadedLogOffsets:
         """Run every step; the segments end up in ``self.segments``."""

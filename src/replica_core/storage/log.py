@@ -25,7 +25,9 @@ import numpy as np
 
 from replica_core.errors import (
     CorruptCheckpointError,
+    InvalidRecordError,
     KafkaStorageError,
+    LogSegmentOffsetOverflowError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
     RecordBatchTooLargeError,
@@ -579,6 +581,10 @@ class Log:
             valid = result.buffer
             first_offset = leo
             last_offset = result.last_offset
+            if last_offset < leo:
+                raise InvalidRecordError(
+                    f"append to {self.topic}-{self.partition} assigns no offset (last offset "
+                    f"{last_offset} below the log end offset {leo})")
             max_timestamp = result.max_timestamp
             shallow = result.shallow_offset_of_max_timestamp
             if result.message_size_maybe_changed:
@@ -605,6 +611,12 @@ class Log:
                     info.first_offset if info.first_offset >= 0 else first_or_last,
                     info.last_offset,
                 )
+            if info.last_offset - first_or_last > INT32_MAX:
+                # Kafka rolls first and then fails in LogSegment.append; refusing before the
+                # roll leaves the directory untouched
+                raise LogSegmentOffsetOverflowError(
+                    f"offsets {first_or_last}..{info.last_offset} of one append to "
+                    f"{self.topic}-{self.partition} cannot share a segment")
             last_offset = info.last_offset
             max_timestamp = info.max_timestamp
             shallow = info.shallow_offset_of_max_timestamp
@@ -970,7 +982,7 @@ class Log:
                 pos, size = int(headers[r, COL_POSITION]), int(headers[r, COL_SIZE])
                 epoch = int(headers[r, COL_PARTITION_LEADER_EPOCH])
                 batch = bytes(seg.log_file.read(pos, size))
-                for ts, off in _record_timestamps(batch):
+                for ts, off in _record_timestamps(batch, self._max_message_bytes):
                     if ts >= target and off >= starting_offset:
                         return TimestampAndOffset(ts, off, epoch if epoch >= 0 else None)
         return None
@@ -1085,7 +1097,10 @@ class Log:
         self.medium.rmtree(self.dir)
 
 
-def _record_timestamps(batch: bytes) -> list[tuple[int, int]]:
-    """(timestamp, offset) of every record of one batch, decompressing when needed."""
-    return [(r.timestamp, r.offset) for r in _records().batch_at(batch)]
+def _record_timestamps(batch: bytes, max_record_bytes: int) -> list[tuple[int, int]]:
+    """(timestamp, offset) of every record of one batch, decompressing when needed (at most
+    record count × ``max_record_bytes``, the topic's ``max.message.bytes``)."""
+    b = _records().batch_at(batch)
+    rows = b.records(max_record_bytes) if b.magic == 2 else b.records()
+    return [(r.timestamp, r.offset) for r in rows]
 

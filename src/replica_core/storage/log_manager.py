@@ -9,7 +9,11 @@ every log including empty active segments, close them, write the checkpoints, an
 marker for every dir that either had one or loaded completely.
 
 A log dir that fails with an I/O error goes offline (its logs are dropped) instead of failing
-the broker, as Kafka's ``LogDirFailureChannel`` does.
+the broker, as Kafka's ``LogDirFailureChannel`` does. Bad data in one partition is that
+partition's problem, never the directory's: a partition that fails to load after a clean
+shutdown is loaded again with full recovery (as after a crash); one that still fails is left
+out, reported in ``LogDirLoad.failed_partitions``, and refused by :meth:`LogManager.create_log`
+(the partition alone is offline). Kafka stops the broker or the whole directory here.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from replica_core.errors import CorruptCheckpointError, KafkaError, KafkaStorageError
+from replica_core.errors import CorruptCheckpointError, KafkaStorageError
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import Log, parse_topic_partition
@@ -60,6 +64,10 @@ class LogDirLoad:
     deleted_dirs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     failed: str | None = None
+    #: partitions whose data could not be loaded even with full recovery: (topic, n) -> why
+    failed_partitions: dict[TopicPartition, str] = field(default_factory=dict)
+    #: partitions loaded only on the second try, with full recovery: (topic, n) -> first error
+    recovered_partitions: dict[TopicPartition, str] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -130,6 +138,7 @@ class LogManager:
         self.broker_epoch = broker_epoch
         self._jitter_seed = None if rng is None else SegmentJitter.seed_from(rng)
         self._logs: dict[TopicPartition, Log] = {}
+        self._failed: dict[TopicPartition, str] = {}  # partitions that could not be loaded
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._dir_count: dict[str, int] = {}
         # checkpoint path -> the entries this manager last wrote there (and made durable)
@@ -175,11 +184,18 @@ class LogManager:
         if not self.medium.exists(path):
             return {}
         try:
-            return dict(OffsetCheckpointFile(self.medium, path).read())
+            entries = dict(OffsetCheckpointFile(self.medium, path).read())
         except (CorruptCheckpointError, OSError, ValueError) as e:
             load.warnings.append(f"{name} unreadable ({e}); treating it as empty")
             log.warning("%s: %s unreadable (%s); treating it as empty", log_dir, name, e)
             return {}
+        negative = [tp for tp, offset in entries.items() if offset < 0]
+        if negative:
+            # no offset is negative: such an entry is damage, and only its partition's
+            load.warnings.append(f"{name}: negative offsets for {sorted(negative)} ignored")
+            for tp in negative:
+                del entries[tp]
+        return entries
 
     def _partition_dirs(self, log_dir: str, load: LogDirLoad) -> list[str]:
         out = []
@@ -226,7 +242,7 @@ class LogManager:
         dirs = self._partition_dirs(log_dir, load)
         total = len(dirs)
 
-        def open_one(path: str) -> Log:
+        def open_one(path: str, had_clean_shutdown: bool = load.had_clean_shutdown) -> Log:
             tp = parse_topic_partition(path)
             lg = Log.open(
                 path,
@@ -235,35 +251,71 @@ class LogManager:
                 clock=self.clock,
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
-                had_clean_shutdown=load.had_clean_shutdown,
+                had_clean_shutdown=had_clean_shutdown,
                 jitter_source=self._jitter(*tp),
             )
             lg.update_high_watermark(high_watermarks.get(tp, 0))
             return lg
 
+        recover = functools.partial(open_one, had_clean_shutdown=False)
         workers = min(self.num_recovery_threads, max(1, total))
         if workers == 1:
             # one recovery thread: load in this thread, in directory order (no pool to pay for)
             results: Iterable[tuple[str, Callable[[], Log]]] = (
                 (path, functools.partial(open_one, path)) for path in dirs)
-            self._collect(log_dir, load, results, total, progress)
+            self._collect(log_dir, load, results, total, progress, recover)
         else:
             with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-recovery") as pool:
                 futures = [(path, pool.submit(open_one, path).result) for path in dirs]
-                self._collect(log_dir, load, futures, total, progress)
+                self._collect(log_dir, load, futures, total, progress, recover)
         return load
+
+    def _load_or_isolate(self, path: str, result: Callable[[], Log], load: LogDirLoad,
+                         recover: Callable[[str], Log]) -> Log | None:
+        """One partition's log; None when its data cannot be loaded (the partition is then
+        recorded as failed). I/O errors are the directory's (``KafkaStorageError``)."""
+        try:
+            return result()
+        except (OSError, KafkaStorageError) as e:
+            load.failed = f"{os.path.basename(path)}: {e}"
+            raise KafkaStorageError(f"error loading {path}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - bad data in this partition, whatever it broke
+            first = f"{type(e).__name__}: {e}"
+        tp = parse_topic_partition(path)
+        if load.had_clean_shutdown:
+            log.warning("%s failed to load (%s); loading it again with full recovery", path, first)
+            try:
+                lg = recover(path)
+            except (OSError, KafkaStorageError) as e:
+                load.failed = f"{os.path.basename(path)}: {e}"
+                raise KafkaStorageError(f"error loading {path}: {e}") from e
+            except Exception as e:  # noqa: BLE001
+                first = f"{first}; with full recovery: {type(e).__name__}: {e}"
+            else:
+                load.recovered_partitions[tp] = first
+                if lg.recovery_report is not None:
+                    lg.recovery_report.warnings.append(
+                        f"first load failed ({first}); loaded with full recovery")
+                return lg
+        log.error("%s cannot be loaded; the partition is offline: %s", path, first)
+        load.failed_partitions[tp] = first
+        load.warnings.append(f"{os.path.basename(path)} is offline: {first}")
+        self._failed[tp] = first
+        return None
 
     def _collect(self, log_dir: str, load: LogDirLoad,
                  results: Iterable[tuple[str, Callable[[], Log]]], total: int,
-                 progress: Any) -> None:
-        """Register loaded logs in directory order; the first failure takes the dir offline."""
+                 progress: Any, recover: Callable[[str], Log]) -> None:
+        """Register loaded logs in directory order; an I/O failure takes the dir offline, bad
+        data only its partition (see the module docstring)."""
         done = 0
         for path, result in results:
-            try:
-                lg = result()
-            except (KafkaError, OSError) as e:
-                load.failed = f"{os.path.basename(path)}: {e}"
-                raise KafkaStorageError(f"error loading {path}: {e}") from e
+            lg = self._load_or_isolate(path, result, load, recover)
+            if lg is None:
+                done += 1
+                if progress is not None:
+                    progress(log_dir, path, done, total)
+                continue
             tp = (lg.topic, lg.partition)
             if tp in self._logs:
                 raise KafkaStorageError(
@@ -275,7 +327,7 @@ class LogManager:
             if lg.recovery_report is not None:
                 load.reports[tp] = lg.recovery_report
             done += 1
-            load.loaded = done
+            load.loaded += 1
             if progress is not None:
                 progress(log_dir, path, done, total)
         return load
@@ -311,6 +363,10 @@ class LogManager:
         existing = self._logs.get(tp)
         if existing is not None:
             return existing
+        failed = self._failed.get(tp)
+        if failed is not None:
+            raise KafkaStorageError(
+                f"{topic}-{partition} failed to load and is offline: {failed}")
         if log_dir is None or self.offline_dirs or log_dir not in self.log_dirs:
             online = [d for d in self.log_dirs if d not in self.offline_dirs]
             if not online:

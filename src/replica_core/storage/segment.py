@@ -45,6 +45,9 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 STOP_END, STOP_PARTIAL, STOP_CORRUPT = 0, 1, 2
 
 LOG_OVERHEAD = 12
+# Kafka's file reader (FileLogInputStream.nextBatch) takes no batch from the last 17 bytes of a
+# file (baseOffset, batchLength, epoch, magic): a shorter tail is never a batch, not corruption.
+HEADER_SIZE_UP_TO_MAGIC = 17
 _SCAN_WINDOW = 64 * 1024
 _SIZE_FIELD = struct.Struct(">i")
 _OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])  # .index entry (§1.5)
@@ -78,6 +81,13 @@ def offset_from_file_name(name: str) -> int:
     if not prefix.isdigit():
         raise ValueError(f"not a segment file name: {name!r}")
     return int(prefix)
+
+
+def is_canonical_file_name(name: str) -> bool:
+    """Is ``name`` spelled with the 20-digit base offset Kafka writes (``5.log`` parses to the
+    same offset as ``00000000000000000005.log`` but is not that file)?"""
+    prefix = os.path.basename(name).split(".", 1)[0]
+    return len(prefix) == 20 and prefix.isdigit() and int(prefix) < 2**63
 
 
 # --- small value types ---------------------------------------------------------------------
@@ -538,8 +548,9 @@ class LogSegment:
     def scan_headers(self, position: int = 0, end: int | None = None) -> Iterator[np.ndarray]:
         """Batch headers from ``position`` to ``end`` in windows; COL_POSITION made absolute.
 
-        Stops silently at a partial tail (§1.3); raises :class:`CorruptRecordError` at a batch
-        with a bad size field or magic. CRCs are not checked here.
+        Stops silently at a partial tail (§1.3), and, as Kafka's file reader does, at a tail of
+        17 bytes or fewer whatever it holds; raises :class:`CorruptRecordError` at a batch with
+        a bad size field or magic. CRCs are not checked here.
         """
         kernel = batch_kernel()
         end = self._size if end is None else min(end, self._size)
@@ -553,6 +564,8 @@ class LogSegment:
                 headers[:, COL_POSITION] += pos
                 yield headers
             if stop == STOP_CORRUPT:
+                if end - (pos + valid) <= HEADER_SIZE_UP_TO_MAGIC:
+                    return  # too short to hold a batch: FileLogInputStream ends here
                 raise CorruptRecordError(
                     f"corrupt batch header at position {pos + valid} of {self.log_path}"
                 )
@@ -593,6 +606,8 @@ class LogSegment:
             if at >= 0:
                 return LogOffsetPosition(last, pos + at, size)
             if stop == STOP_CORRUPT:
+                if end - (pos + valid) <= HEADER_SIZE_UP_TO_MAGIC:
+                    return None  # too short to hold a batch (see scan_headers)
                 raise CorruptRecordError(
                     f"corrupt batch header at position {pos + valid} of {self.log_path}"
                 )
@@ -651,6 +666,40 @@ class LogSegment:
         self._next_offset = next_offset
         return next_offset
 
+    def tail_is_clean(self) -> bool:
+        """Do the batches framed from the last offset-index entry end exactly at the end of the
+        file? (No partial batch, junk or corrupt frame after the last whole batch.)
+
+        What a clean shutdown promises of the active segment; appending after such a tail would
+        bury it between batches. Caches the next offset when the tail is clean (the same walk
+        :meth:`read_next_offset` does). Never raises for what it finds.
+        """
+        kernel = batch_kernel()
+        end = self._size
+        pos = int(self.offset_index.last_entry()[1]) if end else 0
+        if not 0 <= pos <= end:
+            return False
+        next_offset = self.base_offset
+        window = _SCAN_WINDOW
+        while pos < end:
+            n = min(end - pos, window)
+            with viewing(self._log, pos, n) as view:
+                headers, valid, stop = kernel.scan_batches(view, 0, n, False)
+            if len(headers):
+                next_offset = int(last_offsets(headers[-1:])[0]) + 1
+            if stop == STOP_CORRUPT or (stop == STOP_PARTIAL and pos + n >= end):
+                return False
+            pos += valid
+            if stop == STOP_END or valid > 0:
+                continue  # the whole window, or the window cut a batch: read on from it
+            # one batch larger than the window: widen the window to it
+            need = _SIZE_FIELD.unpack(bytes(self._log.read(pos + 8, 4)))[0] + LOG_OVERHEAD
+            if need <= n or pos + need > end:
+                return False
+            window = need
+        self._next_offset = next_offset
+        return True
+
     def has_overflow(self) -> bool:
         next_offset = self.read_next_offset()
         return next_offset > self.base_offset and not self.can_convert_to_relative_offset(
@@ -675,6 +724,8 @@ class LogSegment:
         else:
             headers, valid, stop = np.empty((0, 15), np.int64), 0, STOP_END
         reason = {STOP_END: "", STOP_PARTIAL: "torn", STOP_CORRUPT: "corrupt"}[int(stop)]
+        if reason == "corrupt" and size - valid <= HEADER_SIZE_UP_TO_MAGIC:
+            reason = "torn"  # too short to be a batch at all (see scan_headers)
         n = len(headers)
         first_bad = valid if reason else -1
         last = last_offsets(headers)
