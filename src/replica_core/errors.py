@@ -35,10 +35,16 @@ class Errors(IntEnum):
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    INVALID_TXN_STATE = 48
+    TRANSACTION_COORDINATOR_FENCED = 52
     OPERATION_NOT_ATTEMPTED = 55
     FETCH_SESSION_ID_NOT_FOUND = 70
     INVALID_FETCH_SESSION_EPOCH = 71
     KAFKA_STORAGE_ERROR = 56
+    UNKNOWN_PRODUCER_ID = 59
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
     UNSUPPORTED_COMPRESSION_TYPE = 76
@@ -215,6 +221,53 @@ class StaleControllerEpochError(KafkaError):
 
 class InconsistentTopicIdError(KafkaError):
     code = Errors.INCONSISTENT_TOPIC_ID
+
+
+# --- idempotent producers and producer state (storage/producer_state.py) -----------------------
+class OutOfOrderSequenceError(KafkaError):
+    """A batch whose first sequence does not follow the producer's last one, or a new epoch
+    not starting at sequence 0 (OutOfOrderSequenceException)."""
+
+    code = Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class DuplicateSequenceError(KafkaError):
+    """DuplicateSequenceException. Current Kafka's log never raises it: a retried batch that
+    matches one of the producer's last five is answered with its original offsets, an older one
+    is OUT_OF_ORDER_SEQUENCE_NUMBER. Kept for the code (a client treats it as success)."""
+
+    code = Errors.DUPLICATE_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(KafkaError):
+    """A client or coordinator append with an epoch below the producer's current one
+    (InvalidProducerEpochException, which replaced ProducerFencedException on produce in 2.7)."""
+
+    code = Errors.INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(KafkaError):
+    """A non-transactional batch from a producer with an open transaction (InvalidTxnStateException)."""
+
+    code = Errors.INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """An end-transaction marker from an older coordinator epoch (TransactionCoordinatorFencedException)."""
+
+    code = Errors.TRANSACTION_COORDINATOR_FENCED
+
+
+class UnknownProducerIdError(KafkaError):
+    """UnknownProducerIdException. Since KIP-360 (Kafka 2.5) the log accepts a producer it has
+    no state for at any sequence, so the broker no longer raises it on produce; kept for the code."""
+
+    code = Errors.UNKNOWN_PRODUCER_ID
+
+
+class CorruptSnapshotError(KafkaError):
+    """A producer-state ``.snapshot`` that fails its schema or CRC check (CorruptSnapshotException,
+    a KafkaException: never sent on the wire; the log deletes the file and rebuilds)."""
 
 
 # --- fetch sessions (KIP-227) -------------------------------------------------------------------
