@@ -34,6 +34,7 @@ from replica_core.errors import (
     KafkaStorageError,
     RecordValidationError,
 )
+from replica_core.records.produce_request import produce_records_error
 from replica_core.replication.config import TRUNCATION_HIGH_WATERMARK, ReplicaConfig
 from replica_core.replication.delayed import (
     DelayedFetch,
@@ -444,8 +445,6 @@ class ReplicaManager:
             return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         required: dict[TopicPartition, int] = {}
-        from replica_core.records.produce_request import produce_records_error
-
         for tp, records in entries.items():
             # ProduceRequest.validateRecords: not exactly one whole v2 batch never reaches the log
             bad = produce_records_error(records) if origin == "client" else None
