@@ -49,6 +49,7 @@ class _Process:
         self._transport = transport
         self.broker_id = broker_id
         self.network = transport.network
+        self.loop = transport.loop
         self.incarnation = 0
 
     @property
@@ -158,9 +159,10 @@ class SimTransport:
 
     # ---- driving --------------------------------------------------------------------------------
     def carry(self, request: Any, send: Callable[[Callable[[Any], None]], None],
-              on_answer: Callable[[Any], None]) -> None:
+              on_answer: Callable[[Any], None], blocked_ms: int = 0) -> None:
         """``send`` the request and run the loop until its answer has been handed to
-        ``on_answer``, or the leader parked it (long polling)."""
+        ``on_answer``, or the leader parked it (long polling); a request held back
+        ``blocked_ms`` by the sender's blocking ListOffsets gets that much longer."""
         done: list[bool] = []
 
         def answered(answer: Any) -> None:
@@ -169,7 +171,7 @@ class SimTransport:
 
         send(answered)
         self.loop.run_until(lambda: bool(done) or self.is_parked(request),
-                            self.socket_timeout_ms + 1)
+                            blocked_ms + self.socket_timeout_ms + 1)
 
     def settle(self) -> None:
         """Deliver every answer already sent (a parked fetch the leader completed since)."""
@@ -201,14 +203,14 @@ class CarriedLeaderEndPoint(SimLeaderEndPoint):
     def send_fetch(self, request: FetchRequest, on_answer: Callable[[Any], None]) -> None:
         self.transport.carry(
             request, lambda answered: SimLeaderEndPoint.send_fetch(self, request, answered),
-            on_answer)
+            on_answer, self.blocked_ms)
 
     def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
                            on_answer: Callable[[Any], None]) -> None:
         self.transport.carry(
             request,
             lambda answered: SimLeaderEndPoint.send_epoch_request(self, request, answered),
-            on_answer)
+            on_answer, self.blocked_ms)
 
     # the synchronous shortcuts InProcessLeaderEndPoint offers tests, over the network
     def fetch(self, request: FetchRequest) -> FetchResponse:

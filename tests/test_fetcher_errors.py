@@ -11,7 +11,12 @@ import dataclasses
 import pytest
 from fetcher_cluster import TP, BrokerDown, FetcherCluster
 
-from replica_core.errors import Errors, FencedLeaderEpochError, KafkaStorageError
+from replica_core.errors import (
+    Errors,
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    RequestTimedOutError,
+)
 from replica_core.fetcher import FETCHING, TRUNCATING, InitialFetchState
 from replica_core.replication.messages import EpochEndOffset, FetchResponse, TopicPartition
 
@@ -396,3 +401,66 @@ def test_epoch_request_transport_failure_backs_off():
     req = f.build_epoch_request()
     f.process_epoch_response(req, BrokerDown("refused"))
     assert is_delayed_by_backoff(c, f) and f.fetch_state(TP).state is TRUNCATING
+
+
+# ---- a long-poll fetch outstanding when the leader goes away ----------------------------------
+def test_fetch_parked_on_a_leader_that_shuts_down_fails_and_the_follower_goes_on():
+    """A caught-up follower's fetch parks on the leader (replica.fetch.wait.max.ms long poll).
+    When the leader shuts down its connections close, so the parked fetch fails (a network
+    error, as Kafka's NetworkClient reports a disconnect): the follower is not left waiting for
+    an answer that never comes, backs its partitions off, and fetches again from the leader
+    once it is back."""
+    c = leader_and_follower(2, replica_fetch_wait_max_ms=500)
+    f = c.fetcher(1)
+    for _ in range(3):                                 # until the HW is known: then quiet
+        c.step([1])
+        c.advance(1)
+    assert f.awaiting_answer                           # parked on the leader: nothing to read
+    assert c.rm(0).fetch_purgatory.watched + len(c.rm(0)._parked_sessions) >= 1
+    c.stop(0)
+    c.advance(5)                                       # time for a reset to reach the follower
+    assert not f.awaiting_answer                       # the parked fetch failed
+    c.step([1])                                        # the failure is processed: backoff
+    assert is_delayed_by_backoff(c, f)
+    c.start(0)
+    c.leader_and_isr(leader=0)                         # its leadership again, a new epoch
+    c.produce(values=[b"after"])
+    c.advance(c.config.replica_fetch_backoff_ms)
+    for _ in range(6):
+        c.step([1])
+        c.advance(1)
+    assert c.values(1)[-1] == b"after"
+
+
+@pytest.mark.parametrize("fetcher_transport", ["sim"], indirect=True)
+def test_list_offsets_blocks_the_fetcher_thread_for_its_round_trip():
+    """Kafka's fetcher thread asks ListOffsets synchronously (fetchOffsetAndTruncate) and is
+    blocked until the answer: over the simulated network the out-of-range reset costs the
+    link's round trip, so the next fetch leaves that much later; a leader it cannot reach
+    blocks it for replica.socket.timeout.ms."""
+    c = FetcherCluster((0, 1))
+    c.leader_and_isr(leader=0, isr=[0], replicas=[0])
+    for i in range(4):
+        c.produce(values=[b"%d" % i])
+    c.log(0).maybe_increment_log_start_offset(2)
+    c.leader_and_isr(leader=0, isr=[0], replicas=[0, 1])
+    f = c.fetcher(1)
+    endpoint = f.leader
+    round_trip = endpoint.round_trip_ms()
+    assert round_trip == 2                            # 1 ms each way on the test network
+    t0 = c.clock.milliseconds()
+    c.step([1])                                       # fetch at 0: OFFSET_OUT_OF_RANGE
+    first = c.clock.milliseconds() - t0
+    # fetchOffsetAndTruncate asks ListOffsets LATEST, then EARLIEST: two round trips
+    assert endpoint.blocked_ms == 2 * round_trip
+    assert f.fetch_state(TP).fetch_offset == 2
+    t1 = c.clock.milliseconds()
+    c.step([1])                                       # the reset fetch, held back meanwhile
+    assert c.clock.milliseconds() - t1 >= first + 2 * round_trip  # + the records transit
+    assert endpoint.blocked_ms == 0
+    assert c.values(1) == [b"2", b"3"]
+    timeout = endpoint.socket_timeout_ms()
+    c.stop(0)
+    with pytest.raises(RequestTimedOutError):
+        endpoint.fetch_earliest_offset(TP, c.leader_epochs[TP])
+    assert endpoint.blocked_ms == timeout

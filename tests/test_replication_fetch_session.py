@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from replication_harness import TP, Cluster
 
 from replica_core.errors import Errors
 from replica_core.replication import ReplicaConfig
 from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
-from replica_core.replication.messages import FetchRequest, TopicPartition
+from replica_core.replication.fetch_session import FetchSession
+from replica_core.replication.messages import FetchPartition, FetchRequest, TopicPartition
 from replica_core.storage.segment import LogOffsetMetadata
 
 TP1 = TopicPartition("t", 1)
@@ -209,3 +212,22 @@ def test_sessionless_request_default_is_unchanged():
     resp = c.rm(0).fetch_messages(req)
     assert (resp.error_code, resp.session_id, resp.partitions) == (Errors.NONE, 0, ())
     assert c.rm(0).metrics()["SessionlessFetches"] == 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["upsert", "forget", "move"]),
+                              st.integers(0, 40)), max_size=120))
+def test_session_order_follows_the_partition_map(ops):
+    """The session's column order (what the session kernels walk) is always the partition
+    map's iteration order — through additions, removals, slot reuse, growth and moves to the
+    end (KIP-227's fairness rotation)."""
+    session = FetchSession(1, False, 1, 0, 1)
+    for op, k in ops:
+        tp = TopicPartition("t", k)
+        if op == "upsert":
+            session.upsert(FetchPartition(tp, k, 0, 1 << 20, 0))
+        elif op == "forget":
+            session.forget(tp)
+        elif tp in session.index:
+            session.move_to_end(tp)
+        assert session.order().tolist() == list(session.index.values())

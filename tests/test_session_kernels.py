@@ -95,6 +95,8 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
         s["rows"][dup] = -1
         s["slots"][dup] = -1
     now = T0 + int(rng.integers(0, 4)) * 10_000
+    # the session visits its columns in its own order: a random permutation of them
+    order = rng.permutation(n + 2).astype(np.int64)
     a, b, c = copy_columns(cols), copy_columns(cols), copy_columns(cols)
     native = kernel_module("native").ReplicaStateKernels(a, R)
     twin = kernel_module("twin").ReplicaStateKernels(b, R)
@@ -102,12 +104,14 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
     outs = []
     for kern in (native, twin):
         out = np.full(n + 2, -7, np.int64)
-        m = kern.session_fetch(s["rows"], s["slots"], s["fetch_offsets"], s["log_starts"],
+        m = kern.session_fetch(order, s["rows"], s["slots"], s["fetch_offsets"], s["log_starts"],
                                s["sent_hw"], s["sent_log_start"], s["req_epochs"], s["changed"], n,
                                apply_quiet, now,
                                5, out)
         outs.append(out[:m].tolist())
-    expected = reference_fetch(c, R, s, n, apply_quiet, now, 5, ref_twin)
+    in_order = {k: v[order] for k, v in s.items()}
+    expected = [int(order[k]) for k in
+                reference_fetch(c, R, in_order, n, apply_quiet, now, 5, ref_twin)]
     assert outs[0] == outs[1] == expected
     assert_same_columns(a, b)
     assert_same_columns(a, c)
@@ -119,16 +123,18 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
 def test_session_pending_native_twin_and_reference_agree(P, R, n, seed):
     rng = np.random.default_rng(seed)
     cols = random_columns(rng, P, R)
-    s = random_session(rng, cols, P, R, n)
+    s = random_session(rng, cols, P, R, n + 3)
+    order = rng.permutation(n + 3).astype(np.int64)  # three columns the session never visits
     before = copy_columns(cols)
     got = []
     for impl in ("native", "twin"):
         kern = kernel_module(impl).ReplicaStateKernels(cols, R)
         out = np.full(n, -7, np.int64)
-        m = kern.session_pending(s["rows"], s["fetch_offsets"], s["sent_hw"],
+        m = kern.session_pending(order, s["rows"], s["fetch_offsets"], s["sent_hw"],
                                  s["sent_log_start"], s["req_epochs"], n, out)
         got.append(out[:m].tolist())
-    assert got[0] == got[1] == reference_pending(cols, s, n)
+    in_order = {k: v[order] for k, v in s.items()}
+    assert got[0] == got[1] == [int(order[k]) for k in reference_pending(cols, in_order, n)]
     assert_same_columns(cols, before)  # a parked read changes no follower state
 
 
@@ -151,7 +157,8 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
     slots = np.array([1, 1], np.int64)
     fo = np.array([10, 10], np.int64)
     out = np.zeros(2, np.int64)
-    m = kern.session_fetch(rows, slots, fo, np.zeros(2, np.int64), np.array([8, 7], np.int64),
+    m = kern.session_fetch(np.arange(2, dtype=np.int64), rows, slots, fo, np.zeros(2, np.int64),
+                           np.array([8, 7], np.int64),
                            np.array([3, 3], np.int64), np.array([2, 2], np.int64),
                            np.zeros(2, np.uint8), 2, True, T0, 4, out)
     assert out[:m].tolist() == [1]  # partition 1's HW (8) differs from the one sent (7)
@@ -176,10 +183,10 @@ def test_leader_log_start_move_is_answered(impl):
     one = lambda v: np.array([v], np.int64)  # noqa: E731
     out = np.zeros(1, np.int64)
     for sent, expected in ((4, []), (0, [0])):
-        m = kern.session_fetch(one(0), one(1), one(10), one(0), one(10), one(sent), one(2),
+        m = kern.session_fetch(one(0), one(0), one(1), one(10), one(0), one(10), one(sent), one(2),
                                np.zeros(1, np.uint8), 1, False, T0, 4, out)
         assert out[:m].tolist() == expected
-        m = kern.session_pending(one(0), one(10), one(10), one(sent), one(2), 1, out)
+        m = kern.session_pending(one(0), one(0), one(10), one(10), one(sent), one(2), 1, out)
         assert out[:m].tolist() == expected
 
 
@@ -194,8 +201,16 @@ def test_bad_slot_raises_and_changes_nothing(impl):
     slots = np.array([1, 2], np.int64)  # slot 2 is past n_replicas
     z = np.zeros(2, np.int64)
     with pytest.raises(IndexError):
-        kern.session_fetch(rows, slots, z, z, z, z, z, np.zeros(2, np.uint8), 2, True, T0, 1,
-                           np.zeros(2, np.int64))
+        kern.session_fetch(np.arange(2, dtype=np.int64), rows, slots, z, z, z, z, z,
+                           np.zeros(2, np.uint8), 2, True, T0, 1, np.zeros(2, np.int64))
     assert_same_columns(cols, before)
-    with pytest.raises(ValueError):
-        kern.session_pending(rows, z, z, z, z, 3, np.zeros(3, np.int64))
+    with pytest.raises(ValueError):  # an order shorter than the entries asked for
+        kern.session_pending(np.arange(2, dtype=np.int64), rows, z, z, z, z, 3,
+                             np.zeros(3, np.int64))
+    outside = np.array([0, 2], np.int64)  # column 2 does not exist
+    with pytest.raises(IndexError):
+        kern.session_pending(outside, rows, z, z, z, z, 2, np.zeros(2, np.int64))
+    with pytest.raises(IndexError):
+        kern.session_fetch(outside, rows, np.ones(2, np.int64), z, z, z, z, z,
+                           np.zeros(2, np.uint8), 2, True, T0, 1, np.zeros(2, np.int64))
+    assert_same_columns(cols, before)

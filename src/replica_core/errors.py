@@ -215,6 +215,12 @@ class RequestTimedOutError(KafkaError):
     code = Errors.REQUEST_TIMED_OUT
 
 
+class NetworkException(KafkaError):
+    """The connection to the broker closed before the answer came (NetworkException)."""
+
+    code = Errors.NETWORK_EXCEPTION
+
+
 class StaleControllerEpochError(KafkaError):
     code = Errors.STALE_CONTROLLER_EPOCH
 

@@ -32,6 +32,7 @@ class ReplicaStateKernels:
     ) -> int: ...
     def session_fetch(
         self,
+        order: npt.NDArray[np.int64],
         rows: npt.NDArray[np.int64],
         slots: npt.NDArray[np.int64],
         fetch_offsets: npt.NDArray[np.int64],
@@ -48,6 +49,7 @@ class ReplicaStateKernels:
     ) -> int: ...
     def session_pending(
         self,
+        order: npt.NDArray[np.int64],
         rows: npt.NDArray[np.int64],
         fetch_offsets: npt.NDArray[np.int64],
         sent_hw: npt.NDArray[np.int64],

@@ -252,93 +252,112 @@ cdef class ReplicaStateKernels:
         return changed
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
-    cdef int _check_session(self, const int64_t[::1] rows, const int64_t[::1] slots,
-                            Py_ssize_t n) except -1:
-        cdef Py_ssize_t k, bad = -1, P = self.num_partitions
+    cdef int _check_session(self, const int64_t[::1] order, const int64_t[::1] rows,
+                            const int64_t[::1] slots, Py_ssize_t n, Py_ssize_t cap,
+                            bint with_slots) except -1:
+        """Every ``order[k]`` (k < n) a column index below ``cap``; every led row a partition
+        and, ``with_slots``, a follower slot of it."""
+        cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions
         cdef int64_t p, r
         cdef Cols c = self.c
         with nogil:
             for k in range(n):
-                p = rows[k]
+                j = order[k]
+                if j < 0 or j >= cap:
+                    bad_order = k
+                    break
+                p = rows[j]
                 if p < 0:
                     continue
-                r = slots[k]
-                if p >= P or r < 1 or r >= c.n_rep[p]:
-                    bad = k
+                if p >= P:
+                    bad = j
                     break
+                if with_slots:
+                    r = slots[j]
+                    if r < 1 or r >= c.n_rep[p]:
+                        bad = j
+                        break
+        if bad_order >= 0:
+            raise IndexError(f"session order entry {order[bad_order]} outside the columns")
         if bad >= 0:
-            raise IndexError(f"no follower slot ({rows[bad]}, {slots[bad]})")
+            if with_slots:
+                raise IndexError(f"no follower slot ({rows[bad]}, {slots[bad]})")
+            raise IndexError(f"no partition {rows[bad]}")
         return 0
 
-    cpdef Py_ssize_t session_fetch(self, const int64_t[::1] rows, const int64_t[::1] slots,
+    cpdef Py_ssize_t session_fetch(self, const int64_t[::1] order, const int64_t[::1] rows,
+                                   const int64_t[::1] slots,
                                    const int64_t[::1] fetch_offsets,
                                    const int64_t[::1] log_starts, const int64_t[::1] sent_hw,
                                    const int64_t[::1] sent_log_start,
                                    const int64_t[::1] req_epochs, const uint8_t[::1] changed,
                                    Py_ssize_t n, bint apply_quiet, int64_t fetch_time_ms,
                                    int64_t broker_epoch, int64_t[::1] out) except -1:
-        """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
-        order, those to read and returns their count; a quiet entry (led here, in the maximal
+        """A follower's session fetch on the leader over the session's columns, visiting
+        column ``j = order[k]`` for ``k < n`` (session order): writes to ``out``, in that order,
+        the columns to read and returns their count; a quiet column (led here, in the maximal
         ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
         this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
-        here (``rows[k] < 0``): read only when changed, to answer its error."""
-        cdef Py_ssize_t k, m = 0, i
+        here (``rows[j] < 0``): read only when changed, to answer its error."""
+        cdef Py_ssize_t k, j, m = 0, i, cap
         cdef int64_t p, f
         cdef Cols c = self.c
-        if (rows.shape[0] < n or slots.shape[0] < n or fetch_offsets.shape[0] < n
-                or log_starts.shape[0] < n or sent_hw.shape[0] < n
-                or sent_log_start.shape[0] < n or req_epochs.shape[0] < n
-                or changed.shape[0] < n or out.shape[0] < n):
-            raise ValueError("session arrays shorter than n")
-        self._check_session(rows, slots, n)
+        cap = min(rows.shape[0], slots.shape[0], fetch_offsets.shape[0], log_starts.shape[0],
+                  sent_hw.shape[0], sent_log_start.shape[0], req_epochs.shape[0],
+                  changed.shape[0])
+        if order.shape[0] < n or out.shape[0] < n:
+            raise ValueError("session order or out shorter than n")
+        self._check_session(order, rows, slots, n, cap, True)
         with nogil:
             for k in range(n):
-                p = rows[k]
+                j = order[k]
+                p = rows[j]
                 if p < 0:
-                    if changed[k]:
-                        out[m] = k
+                    if changed[j]:
+                        out[m] = j
                         m += 1
                     continue
-                f = fetch_offsets[k]
-                i = p * c.R + slots[k]
-                if (changed[k] or c.leader_leo[p] != f or c.hw[p] != sent_hw[k] or c.leo[i] != f
-                        or c.lso[p * c.R] != sent_log_start[k]
-                        or c.epoch[p] != req_epochs[k] or not c.in_max[i]):
-                    out[m] = k
+                f = fetch_offsets[j]
+                i = p * c.R + slots[j]
+                if (changed[j] or c.leader_leo[p] != f or c.hw[p] != sent_hw[j] or c.leo[i] != f
+                        or c.lso[p * c.R] != sent_log_start[j]
+                        or c.epoch[p] != req_epochs[j] or not c.in_max[i]):
+                    out[m] = j
                     m += 1
                 elif apply_quiet:
-                    _fetch(c, i, f, log_starts[k], fetch_time_ms, c.leader_leo[p], broker_epoch)
+                    _fetch(c, i, f, log_starts[j], fetch_time_ms, c.leader_leo[p], broker_epoch)
         return m
 
-    cpdef Py_ssize_t session_pending(self, const int64_t[::1] rows,
+    cpdef Py_ssize_t session_pending(self, const int64_t[::1] order, const int64_t[::1] rows,
                                      const int64_t[::1] fetch_offsets,
                                      const int64_t[::1] sent_hw,
                                      const int64_t[::1] sent_log_start,
                                      const int64_t[::1] req_epochs,
                                      Py_ssize_t n, int64_t[::1] out) except -1:
-        """A parked session fetch: entries ``k < n`` with something to send now, in order — led
-        here with new records, a new HW, log start or epoch, or fetched but no longer led here
-        (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
-        cdef Py_ssize_t k, m = 0, P = self.num_partitions
+        """A parked session fetch: the columns ``order[k]`` (``k < n``) with something to send
+        now, in order — led here with new records, a new HW, log start or epoch, or fetched but
+        no longer led here (``rows[j] < 0``, ``fetch_offsets[j] >= 0``: answered with the
+        error)."""
+        cdef Py_ssize_t k, j, m = 0, cap
         cdef int64_t p, f
         cdef Cols c = self.c
-        if (rows.shape[0] < n or fetch_offsets.shape[0] < n or sent_hw.shape[0] < n
-                or sent_log_start.shape[0] < n or req_epochs.shape[0] < n or out.shape[0] < n):
-            raise ValueError("session arrays shorter than n")
-        for k in range(n):
-            if rows[k] >= P:
-                raise IndexError(f"no partition {rows[k]}")
+        cap = min(rows.shape[0], fetch_offsets.shape[0], sent_hw.shape[0],
+                  sent_log_start.shape[0], req_epochs.shape[0])
+        if order.shape[0] < n or out.shape[0] < n:
+            raise ValueError("session order or out shorter than n")
+        self._check_session(order, rows, rows, n, cap, False)
         with nogil:
             for k in range(n):
-                p = rows[k]
-                f = fetch_offsets[k]
+                j = order[k]
+                p = rows[j]
+                f = fetch_offsets[j]
                 if p < 0:
                     if f >= 0:
-                        out[m] = k
+                        out[m] = j
                         m += 1
-                elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[k]
-                        or c.lso[p * c.R] != sent_log_start[k] or c.epoch[p] != req_epochs[k]):
-                    out[m] = k
+                elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[j]
+                        or c.lso[p * c.R] != sent_log_start[j] or c.epoch[p] != req_epochs[j]):
+                    out[m] = j
                     m += 1
         return m
 

@@ -108,70 +108,86 @@ class ReplicaStateKernels:
         return changed
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
-    def _check_session(self, rows: Any, slots: Any, n: int) -> None:
+    def _check_session(self, order: Any, rows: Any, slots: Any, n: int, cap: int,
+                       with_slots: bool) -> None:
         for k in range(n):
-            if int(rows[k]) >= 0:
-                self._check_slot(int(rows[k]), int(slots[k]))
+            j = int(order[k])
+            if j < 0 or j >= cap:
+                raise IndexError(f"session order entry {j} outside the columns")
+        for k in range(n):
+            j = int(order[k])
+            p = int(rows[j])
+            if p < 0:
+                continue
+            if with_slots:
+                self._check_slot(p, int(slots[j]))
+            elif p >= self.num_partitions:
+                raise IndexError(f"no partition {p}")
 
-    def session_fetch(self, rows: Any, slots: Any, fetch_offsets: Any, log_starts: Any,
-                      sent_hw: Any, sent_log_start: Any, req_epochs: Any, changed: Any, n: int,
-                      apply_quiet: bool, fetch_time_ms: int, broker_epoch: int, out: Any) -> int:
-        """A follower's session fetch on the leader, entries ``k < n``: writes to ``out``, in
-        order, those to read and returns their count; a quiet entry (led here, in the maximal
+    def session_fetch(self, order: Any, rows: Any, slots: Any, fetch_offsets: Any,
+                      log_starts: Any, sent_hw: Any, sent_log_start: Any, req_epochs: Any,
+                      changed: Any, n: int, apply_quiet: bool, fetch_time_ms: int,
+                      broker_epoch: int, out: Any) -> int:
+        """A follower's session fetch on the leader over the session's columns, visiting
+        column ``j = order[k]`` for ``k < n`` (session order): writes to ``out``, in that order,
+        the columns to read and returns their count; a quiet column (led here, in the maximal
         ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
         this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
-        here (``rows[k] < 0``): read only when changed, to answer its error."""
-        if min(len(rows), len(slots), len(fetch_offsets), len(log_starts), len(sent_hw),
-               len(sent_log_start), len(req_epochs), len(changed), len(out)) < n:
-            raise ValueError("session arrays shorter than n")
-        self._check_session(rows, slots, n)
+        here (``rows[j] < 0``): read only when changed, to answer its error."""
+        if len(order) < n or len(out) < n:
+            raise ValueError("session order or out shorter than n")
+        cap = min(len(rows), len(slots), len(fetch_offsets), len(log_starts), len(sent_hw),
+                  len(sent_log_start), len(req_epochs), len(changed))
+        self._check_session(order, rows, slots, n, cap, True)
         m = 0
         for k in range(n):
-            p = int(rows[k])
+            j = int(order[k])
+            p = int(rows[j])
             if p < 0:
-                if changed[k]:
-                    out[m] = k
+                if changed[j]:
+                    out[m] = j
                     m += 1
                 continue
-            f = int(fetch_offsets[k])
-            i = p * self.max_replicas + int(slots[k])
+            f = int(fetch_offsets[j])
+            i = p * self.max_replicas + int(slots[j])
             lleo = int(self.leader_leo[p])
-            has_news = (lleo != f or int(self.hw[p]) != int(sent_hw[k])
+            has_news = (lleo != f or int(self.hw[p]) != int(sent_hw[j])
                         or int(self.log_start_offset[p * self.max_replicas])
-                        != int(sent_log_start[k])
-                        or int(self.leader_epoch[p]) != int(req_epochs[k]))
+                        != int(sent_log_start[j])
+                        or int(self.leader_epoch[p]) != int(req_epochs[j]))
             follower_moved = int(self.leo[i]) != f or not self.in_max_isr[i]
-            if changed[k] or has_news or follower_moved:
-                out[m] = k
+            if changed[j] or has_news or follower_moved:
+                out[m] = j
                 m += 1
             elif apply_quiet:
-                self._fetch(i, f, int(log_starts[k]), int(fetch_time_ms), lleo, int(broker_epoch))
+                self._fetch(i, f, int(log_starts[j]), int(fetch_time_ms), lleo, int(broker_epoch))
         return m
 
-    def session_pending(self, rows: Any, fetch_offsets: Any, sent_hw: Any, sent_log_start: Any,
-                        req_epochs: Any, n: int, out: Any) -> int:
-        """A parked session fetch: entries ``k < n`` with something to send now, in order — led
-        here with new records, a new HW, log start or epoch, or fetched but no longer led here
-        (``rows[k] < 0``, ``fetch_offsets[k] >= 0``: answered with the error)."""
-        if min(len(rows), len(fetch_offsets), len(sent_hw), len(sent_log_start),
-               len(req_epochs), len(out)) < n:
-            raise ValueError("session arrays shorter than n")
-        for k in range(n):
-            if int(rows[k]) >= self.num_partitions:
-                raise IndexError(f"no partition {int(rows[k])}")
+    def session_pending(self, order: Any, rows: Any, fetch_offsets: Any, sent_hw: Any,
+                        sent_log_start: Any, req_epochs: Any, n: int, out: Any) -> int:
+        """A parked session fetch: the columns ``order[k]`` (``k < n``) with something to send
+        now, in order — led here with new records, a new HW, log start or epoch, or fetched but
+        no longer led here (``rows[j] < 0``, ``fetch_offsets[j] >= 0``: answered with the
+        error)."""
+        if len(order) < n or len(out) < n:
+            raise ValueError("session order or out shorter than n")
+        cap = min(len(rows), len(fetch_offsets), len(sent_hw), len(sent_log_start),
+                  len(req_epochs))
+        self._check_session(order, rows, rows, n, cap, False)
         m = 0
         for k in range(n):
-            p = int(rows[k])
-            f = int(fetch_offsets[k])
+            j = int(order[k])
+            p = int(rows[j])
+            f = int(fetch_offsets[j])
             if p < 0:
                 send = f >= 0
             else:
-                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[k])
+                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[j])
                         or int(self.log_start_offset[p * self.max_replicas])
-                        != int(sent_log_start[k])
-                        or int(self.leader_epoch[p]) != int(req_epochs[k]))
+                        != int(sent_log_start[j])
+                        or int(self.leader_epoch[p]) != int(req_epochs[j]))
             if send:
-                out[m] = k
+                out[m] = j
                 m += 1
         return m
 

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
-from replica_core.errors import Errors, RequestTimedOutError, for_code
+from replica_core.errors import Errors, NetworkException, RequestTimedOutError, for_code
 from replica_core.replication.messages import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -64,8 +64,10 @@ class InProcessLeaderEndPoint:
     parked in the leader's fetch purgatory (§3.6, §6.9) and answered when the leader completes
     it — an append, a HW or leadership change, or ``replica.fetch.wait.max.ms`` passing on the
     leader's clock (its ``tick``). A failure to reach the leader (an exception from it) is the
-    request's answer. :meth:`fetch` is a synchronous shortcut for tests: it asks with
-    ``max_wait_ms = 0``, so the leader answers at once.
+    request's answer, and a fetch still parked when the leader's replica manager shuts down
+    fails with ``NetworkException``, as a closed connection fails its in-flight requests.
+    :meth:`fetch` is a synchronous shortcut for tests: it asks with ``max_wait_ms = 0``, so
+    the leader answers at once.
     """
 
     def __init__(self, replica_manager: Any, follower_broker_id: int,
@@ -73,19 +75,40 @@ class InProcessLeaderEndPoint:
         self.replica_manager = replica_manager
         self.follower_broker_id = follower_broker_id
         self.follower_broker_epoch = follower_broker_epoch
+        self._parked: dict[int, FetchAnswer] = {}
+        self._seq = 0
 
     @property
     def leader_broker_id(self) -> int:
         return int(self.replica_manager.broker_id)
 
     def send_fetch(self, request: FetchRequest, on_answer: FetchAnswer) -> None:
+        self._seq += 1
+        token = self._seq
+        parked = self._parked
+
+        def answer(value: FetchResponse | BaseException) -> None:
+            if parked.pop(token, None) is not None:  # not failed by a close meanwhile
+                on_answer(value)
+
+        rm = self.replica_manager
         try:
-            response = self.replica_manager.fetch_messages(request, on_answer)
+            response = rm.fetch_messages(request, answer)
         except Exception as e:  # the leader cannot be reached
             on_answer(e)
             return
         if response is not None:
             on_answer(response)
+            return
+        parked[token] = on_answer
+        rm.connections.add(self)
+
+    def leader_closed(self) -> None:
+        """The leader's replica manager shut down: every fetch parked there fails."""
+        parked, self._parked = self._parked, {}
+        for on_answer in parked.values():
+            on_answer(NetworkException(f"connection to broker {self.leader_broker_id} closed "
+                                       "with a fetch outstanding"))
 
     def send_epoch_request(self, request: OffsetsForLeaderEpochRequest,
                            on_answer: EpochAnswer) -> None:

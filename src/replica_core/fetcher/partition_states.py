@@ -67,11 +67,24 @@ class PartitionFetchState:
 
     def updated(self, **changes: object) -> PartitionFetchState:
         """A copy with ``changes`` applied."""
-        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+        if not changes.keys() <= _FIELDS:
+            raise TypeError(f"unknown fetch state fields {sorted(changes.keys() - _FIELDS)}")
+        get = changes.get
+        return PartitionFetchState(
+            get("fetch_offset", self.fetch_offset), get("lag", self.lag),  # type: ignore[arg-type]
+            get("current_leader_epoch", self.current_leader_epoch),  # type: ignore[arg-type]
+            get("delay_until_ms", self.delay_until_ms),  # type: ignore[arg-type]
+            get("state", self.state), get("last_fetched_epoch", self.last_fetched_epoch),  # type: ignore[arg-type]
+            get("topic_id", self.topic_id))  # type: ignore[arg-type]
 
     def delayed(self, now_ms: int, delay_ms: int) -> PartitionFetchState:
         """A copy delayed for ``delay_ms`` from ``now_ms`` (e.g. replica.fetch.backoff.ms)."""
-        return dataclasses.replace(self, delay_until_ms=now_ms + delay_ms)
+        return PartitionFetchState(self.fetch_offset, self.lag, self.current_leader_epoch,
+                                   now_ms + delay_ms, self.state, self.last_fetched_epoch,
+                                   self.topic_id)
+
+
+_FIELDS = frozenset(f.name for f in dataclasses.fields(PartitionFetchState))
 
 
 K = TypeVar("K", bound=Hashable)

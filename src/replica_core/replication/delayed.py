@@ -189,6 +189,10 @@ class DelayedFetch(DelayedOperation):
                     got = min(end.relative_position_in_segment
                               - start.relative_position_in_segment, info.partition_max_bytes)
         if info.last_fetched_epoch >= 0:
+            log = partition.log
+            if (log is not None and info.last_fetched_epoch == log.latest_epoch
+                    and log.log_end_offset >= info.fetch_offset):
+                return got  # the latest epoch ends at the LEO: Case H cannot hold
             epoch_end = partition.last_offset_for_leader_epoch(
                 info.current_leader_epoch, info.last_fetched_epoch, fetch_only_from_leader=False)
             if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0

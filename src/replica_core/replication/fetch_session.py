@@ -88,6 +88,7 @@ class FetchSession:
             setattr(self, name, np.full(cap, fill, dtype=np.int64))
         self.mark = np.zeros(cap, dtype=np.uint8)
         self.out = np.zeros(cap, dtype=np.int64)
+        self._order = np.zeros(cap, dtype=np.int64)
 
     fetch_offset: np.ndarray
     req_epoch: np.ndarray
@@ -114,6 +115,9 @@ class FetchSession:
             setattr(self, name, new)
         self.mark = np.zeros(cap, dtype=np.uint8)
         self.out = np.zeros(cap, dtype=np.int64)
+        order = np.zeros(cap, dtype=np.int64)
+        order[: len(self.index)] = self._order[: len(self.index)]
+        self._order = order
 
     def upsert(self, fp: FetchPartition) -> int:
         """Add a partition (cached HW and log start unknown) or update its request data
@@ -129,6 +133,7 @@ class FetchSession:
                 self.n += 1
                 self.parts.append(None)
             self.index[fp.tp] = i
+            self._order[len(self.index) - 1] = i
             self.cached_hw[i] = INVALID_HIGH_WATERMARK
             self.cached_log_start[i] = -1
             self.rows[i] = -1
@@ -144,6 +149,7 @@ class FetchSession:
         i = self.index.pop(tp, None)
         if i is None:
             return False
+        self._order_remove(i, len(self.index) + 1)
         self.parts[i] = None
         self.rows[i] = -1
         self.slots[i] = -1
@@ -168,11 +174,21 @@ class FetchSession:
         return added, updated, removed
 
     def move_to_end(self, tp: TopicPartition) -> None:
-        self.index[tp] = self.index.pop(tp)
+        i = self.index.pop(tp)
+        self.index[tp] = i
+        n = len(self.index)
+        self._order_remove(i, n)
+        self._order[n - 1] = i
+
+    def _order_remove(self, i: int, n: int) -> None:
+        """Drop slot ``i`` from the first ``n`` entries of the order, closing the gap."""
+        order = self._order
+        pos = int(np.flatnonzero(order[:n] == i)[0])
+        order[pos: n - 1] = order[pos + 1: n]
 
     def order(self) -> np.ndarray:
-        """Column slots in session order."""
-        return np.fromiter(self.index.values(), dtype=np.int64, count=len(self.index))
+        """Column slots in session order (kept alongside ``index``; read only)."""
+        return self._order[: len(self.index)]
 
     def partitions(self) -> list[FetchPartition]:
         """The request data of every partition, in session order (``foreachPartition``)."""

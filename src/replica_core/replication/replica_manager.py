@@ -21,6 +21,7 @@ Conventions (docs/contracts.md, "Replication"):
 """
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -269,6 +270,9 @@ class ReplicaManager:
                           "FetchSessionErrors": 0, "DelayedFetchCompletions.follower": 0,
                           "DelayedFetchCompletions.consumer": 0}
         self._shut_down = False
+        self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
+        """In-process connections holding parked requests here (``InProcessLeaderEndPoint``);
+        a shutdown closes them, failing those requests, as closing the socket server does."""
 
     # ---- lookups -----------------------------------------------------------------------------
     def partition(self, tp: TopicPartition | tuple[str, int]) -> Partition | None:
@@ -570,32 +574,29 @@ class ReplicaManager:
         session.refresh_rows(self._row_and_slot, self._leadership_gen)
         order = session.order()
         n = len(order)
-        rows = session.rows[order]
-        mark = session.mark[order]
-        mark[rows < 0] = 1
+        mark = session.mark
+        mark[session.rows < 0] = 1  # not led here: read, to answer the error
         stale = (params.replica_epoch != -1
                  and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
-        out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
+        out = session.out
         m = self.table.kernels.session_fetch(
-            rows, session.slots[order], session.fetch_offset[order], session.log_start[order],
-            session.cached_hw[order], session.cached_log_start[order], session.req_epoch[order],
-            mark, n, not stale, now,
-            params.replica_epoch, out)
-        session.mark[:] = 0
+            order, session.rows, session.slots, session.fetch_offset, session.log_start,
+            session.cached_hw, session.cached_log_start, session.req_epoch, mark, n,
+            not stale, now, params.replica_epoch, out)
+        mark[:] = 0
         parts = session.parts
-        return [parts[i] for i in order[out[:m]].tolist()]  # type: ignore[misc]
+        return [parts[i] for i in out[:m].tolist()]  # type: ignore[misc]
 
     def _session_pending_reads(self, session: FetchSession) -> list[FetchPartition]:
         """A parked session fetch completing: the partitions with something to send now."""
         session.refresh_rows(self._row_and_slot, self._leadership_gen)
         order = session.order()
-        n = len(order)
-        out = session.out if len(session.out) >= n else np.empty(n, dtype=np.int64)
+        out = session.out
         m = self.table.kernels.session_pending(
-            session.rows[order], session.fetch_offset[order], session.cached_hw[order],
-            session.cached_log_start[order], session.req_epoch[order], n, out)
+            order, session.rows, session.fetch_offset, session.cached_hw,
+            session.cached_log_start, session.req_epoch, len(order), out)
         parts = session.parts
-        return [parts[i] for i in order[out[:m]].tolist()]  # type: ignore[misc]
+        return [parts[i] for i in out[:m].tolist()]  # type: ignore[misc]
 
     def _row_and_slot(self, tp: TopicPartition, replica_id: int) -> tuple[int, int]:
         """(state-table row, replica slot) of a partition led here with ``replica_id`` among
@@ -956,6 +957,9 @@ class ReplicaManager:
         """ReplicaManager.shutdown: stop fetchers; with ``clean`` checkpoint the HWs. The logs
         themselves belong to the LogManager (its own shutdown flushes and closes them)."""
         self._shut_down = True
+        connections, self.connections = list(self.connections), weakref.WeakSet()
+        for connection in connections:
+            connection.leader_closed()
         self._remove_fetchers(list(self.last_initial_fetch_states))
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown()

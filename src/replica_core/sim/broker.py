@@ -185,8 +185,13 @@ class FetcherThread:
         if fetcher.awaiting_answer:
             return  # the answer's arrival wakes us
         # Nothing outstanding: Kafka's thread waits replica.fetch.backoff.ms for partitions
-        # to become ready (or to be added, which wakes it).
-        self.poke(broker.loop.now + fetcher.config.backoff_ms)
+        # to become ready (or to be added, which wakes it) — after any time it spent blocked
+        # in a ListOffsets that sent nothing after it.
+        blocked = 0
+        endpoint = fetcher.leader
+        if isinstance(endpoint, SimLeaderEndPoint):
+            blocked, endpoint.blocked_ms = endpoint.blocked_ms, 0
+        self.poke(broker.loop.now + blocked + fetcher.config.backoff_ms)
 
 
 class SimFetcherManager(ReplicaFetcherManager):
@@ -217,9 +222,12 @@ class SimLeaderEndPoint:
 
     Fetch and OffsetsForLeaderEpoch travel as messages to the leader broker and back (a lost,
     timed-out or refused request is answered with the failure, after
-    ``replica.socket.timeout.ms`` for a timeout). ListOffsets, which the fetcher asks
-    synchronously in the middle of processing a response, is answered from the leader at once
-    when it is up and reachable, and fails like a timed-out request otherwise.
+    ``replica.socket.timeout.ms`` for a timeout). ListOffsets, which Kafka's fetcher thread asks
+    synchronously in the middle of processing a response (blocking until the answer), is
+    answered from the leader's state at the call when it is up and reachable, and fails like a
+    timed-out request otherwise; either way the time the thread would have been blocked — the
+    link's round trip, or ``replica.socket.timeout.ms`` for a leader it cannot reach — is
+    charged to the thread: its next request leaves that much later (:attr:`blocked_ms`).
 
     The carrier needs little of the follower ``broker``: its ``broker_id`` (its network node),
     ``network``, and ``incarnation`` / ``alive`` (an answer reaching a process that crashed or
@@ -233,6 +241,8 @@ class SimLeaderEndPoint:
         self.broker = broker
         self.leader_id = leader_id
         self.thread: FetcherThread | None = None
+        self.blocked_ms = 0
+        """Time the fetcher thread spent blocked in ListOffsets since it last sent."""
 
     def send_fetch(self, request: FetchRequest, on_answer: Callable[[Any], None]) -> None:
         size = 64 + 40 * len(request.partitions) + 16 * len(request.forgotten)
@@ -257,12 +267,22 @@ class SimLeaderEndPoint:
                 self.thread.arrived = answer  # for the invariant checker, after processing
             on_answer(answer)
 
-        broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
-                               timeout_ms=self.socket_timeout_ms())
+        blocked, self.blocked_ms = self.blocked_ms, 0
+        if blocked > 0:  # the thread sends only once its blocking ListOffsets returned
+            broker.loop.call_later(blocked, broker.network.request, broker.broker_id,
+                                   self.leader_id, request, size, deliver,
+                                   self.socket_timeout_ms())
+        else:
+            broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
+                                   timeout_ms=self.socket_timeout_ms())
 
     def socket_timeout_ms(self) -> int:
         """``replica.socket.timeout.ms``: how long a request may go unanswered."""
         return self.broker.cluster.replica_socket_timeout_ms
+
+    def round_trip_ms(self) -> int:
+        """The link's round trip to the leader and back (latency only: ListOffsets is small)."""
+        return self.broker.network.round_trip_ms(self.broker.broker_id, self.leader_id)
 
     def leader_replica_manager(self) -> ReplicaManager:
         """The leader's ReplicaManager, for the synchronous ListOffsets; RequestTimedOutError
@@ -284,7 +304,13 @@ class SimLeaderEndPoint:
         from replica_core.errors import for_code
 
         tp = TopicPartition(*tp)
-        result = self.leader_replica_manager().list_offsets(
+        try:
+            rm = self.leader_replica_manager()
+        except RequestTimedOutError:
+            self.blocked_ms += self.socket_timeout_ms()
+            raise
+        self.blocked_ms += self.round_trip_ms()
+        result = rm.list_offsets(
             self.broker.broker_id, [ListOffsetsPartition(tp, timestamp, epoch)])[tp]
         if result.error_code != Errors.NONE:
             raise for_code(result.error_code, f"ListOffsets {tp} on broker {self.leader_id}")

@@ -72,6 +72,10 @@ class Network:
             return False
         return not self._cut or frozenset((src, dst)) not in self._cut
 
+    def round_trip_ms(self, a: int, b: int) -> int:
+        """Latency from ``a`` to ``b`` and back, whole ms (a small request and its answer)."""
+        return int(round(self.link(a, b).latency_ms + self.link(b, a).latency_ms))
+
     # --- delivery ----------------------------------------------------------------------------
     def _transit_ms(self, src: int, dst: int, size: int) -> float | None:
         """Arrival delay, or None if the message is lost."""

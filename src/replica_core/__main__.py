@@ -1,0 +1,4 @@
+"""``python -m replica_core``: the ``replica-core`` command."""
+from replica_core.cli import entry
+
+entry()
