@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import posixpath
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replica_core.storage.medium import FileMedium, MemoryMedium
+from replica_core.storage.medium import PAGE_SIZE, FileMedium, MemoryMedium, TornWrite
 
 
 @pytest.fixture(params=["file", "memory"])
@@ -386,6 +387,139 @@ def test_directories_are_durable_at_once(mem):
 def test_unknown_crash_kind_rejected(mem):
     with pytest.raises(ValueError):
         mem.crash("meteor")
+
+
+# --- storage faults: torn writes, bit flips, lost fsyncs ---------------------------------------
+def _pattern(n: int, seed: int) -> bytes:
+    """``n`` bytes with no zero byte (so a page that did not reach the disk is visible)."""
+    return bytes(1 + (i * 7 + seed) % 251 for i in range(n))
+
+
+def _torn_setup(mem: MemoryMedium, durable_len: int, new_len: int) -> tuple[bytes, bytes]:
+    old, new = _pattern(durable_len, 1), _pattern(new_len, 2)
+    with mem.open("/d/seg", create=True) as f:
+        f.append(old)
+        f.flush()
+        f.append(new)
+    mem.fsync_dir("/d")
+    return old, new
+
+
+def test_torn_prefix_keeps_whole_leading_pages_of_the_unflushed_range(mem):
+    partial = 0
+    for seed in range(12):
+        m = MemoryMedium()
+        m.makedirs("/d")
+        old, new = _torn_setup(m, 1000, 3 * PAGE_SIZE + 500)  # dirty bytes 1000..13788: pages 0-3
+        cached = old + new
+        (torn,) = m.crash("power", torn=TornWrite.PREFIX, rng=np.random.default_rng(seed))
+        assert torn.path == "/d/seg"
+        assert torn.dirty_pages == (0, 1, 2, 3)
+        k = len(torn.kept_pages)
+        assert torn.kept_pages == tuple(range(k))
+        partial += 0 < k < 4
+        after = m.read_bytes("/d/seg")
+        if k == 0:
+            assert after == old
+        else:  # whole pages, up to the cached length
+            assert after == cached[:min(k * PAGE_SIZE, len(cached))]
+    assert partial  # some seed tears the write part way
+
+
+def test_torn_subset_keeps_any_pages_and_zeros_the_rest_past_the_old_length(mem):
+    seen_gap = False
+    for seed in range(12):
+        m = MemoryMedium()
+        m.makedirs("/d")
+        old, new = _torn_setup(m, 100, 4 * PAGE_SIZE)
+        cached = old + new
+        (torn,) = m.crash("power", torn=TornWrite.SUBSET, rng=np.random.default_rng(seed))
+        assert torn.dirty_pages == (0, 1, 2, 3, 4)
+        kept = set(torn.kept_pages)
+        assert kept <= set(torn.dirty_pages)
+        after = m.read_bytes("/d/seg")
+        end = max([min((p + 1) * PAGE_SIZE, len(cached)) for p in kept], default=len(old))
+        assert len(after) == max(end, len(old))
+        for p in range(5):
+            lo, hi = p * PAGE_SIZE, min((p + 1) * PAGE_SIZE, len(after))
+            if lo >= hi:
+                continue
+            if p in kept:
+                assert after[lo:hi] == cached[lo:hi]
+            else:  # the old durable bytes, zeros past them
+                assert after[lo:hi] == (old + bytes(len(after)))[lo:hi]
+                seen_gap |= lo >= len(old) and any(q > p for q in kept)
+    assert seen_gap  # some seed leaves a hole of zeros before a page that reached the disk
+
+
+def test_power_failure_without_torn_model_reports_unflushed_files_and_keeps_nothing(mem):
+    old, _new = _torn_setup(mem, 10, 20)
+    (torn,) = mem.crash("power")
+    assert torn.dirty_pages == (0,) and torn.kept_pages == ()
+    assert mem.read_bytes("/d/seg") == old
+
+
+def test_torn_write_needs_power_failure_and_generator(mem):
+    with pytest.raises(ValueError):
+        mem.crash("process", torn=TornWrite.PREFIX, rng=np.random.default_rng(1))
+    with pytest.raises(ValueError):
+        mem.crash("power", torn=TornWrite.PREFIX)
+    with pytest.raises(ValueError):
+        mem.crash("power", torn="prefix", rng=np.random.default_rng(1))
+
+
+def test_bit_flip_hits_the_disk_copy_and_shows_after_a_power_failure(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"\x00" * 16)
+        f.flush()
+    mem.fsync_dir("/d")
+    mem.flip_bit("/d/f", 8 * 5 + 3)  # byte 5, bit 3
+    assert mem.read_bytes("/d/f") == b"\x00" * 16  # the page cache still has the good copy
+    assert mem.durable_bytes("/d/f") == b"\x00" * 5 + b"\x08" + b"\x00" * 10
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"\x00" * 5 + b"\x08" + b"\x00" * 10
+
+
+def test_bit_flip_on_uncached_file_is_seen_at_once(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"\xff\xff")
+        f.flush()
+    mem.fsync_dir("/d")
+    mem.flip_bit("/d/f", 15, cached=True)
+    assert mem.read_bytes("/d/f") == b"\xff\x7f"
+    assert mem.durable_bytes("/d/f") == b"\xff\x7f"
+
+
+def test_bit_flip_outside_durable_bytes_is_refused(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"ab")
+        f.flush()
+        f.append(b"cd")  # cached, not durable
+    with pytest.raises(FileNotFoundError):
+        mem.flip_bit("/d/f", 0)  # the name is not durable yet
+    mem.fsync_dir("/d")
+    with pytest.raises(ValueError, match="bit 16"):
+        mem.flip_bit("/d/f", 16)
+    with pytest.raises(ValueError):
+        mem.flip_bit("/d/f", -1)
+    assert mem.durable_bytes("/d/f") == b"ab"
+
+
+def test_lost_fsync_reports_success_persists_nothing_and_stays_lost(mem):
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"AAAA")
+        f.flush()
+        mem.fsync_dir("/d")
+        f.append(b"BBBB")
+        mem.lose_fsyncs = True
+        f.flush()  # reports success
+        assert (mem.fsyncs, mem.fsyncs_lost) == (1, 1)
+        mem.lose_fsyncs = False
+        f.append(b"CCCC")
+        f.flush()  # only what was written since the lost fsync is written now
+    assert mem.fsyncs == 2
+    mem.crash("power")
+    assert mem.read_bytes("/d/f") == b"AAAA" + b"\x00" * 4 + b"CCCC"
 
 
 def test_files_lists_current_paths(mem):

@@ -129,6 +129,9 @@ def _summary_table(summary: dict, run_info: dict) -> str:
             ("writable_after_s", "writable"), ("isr_full_after_s", "ISRs full"))
             if r.get(key) is not None]
         rows.append((f"  {r['at_s']:g} s {r['fault']}", ", ".join(steps) or "no effect seen"))
+    from replica_core.sim.report import storage_fault_lines
+
+    rows += storage_fault_lines(summary)
     rows += [("wall seconds", f"{run_info.get('wall_seconds')}"),
              ("speed vs real time", f"{run_info.get('speed_vs_real_time')}x")]
     lost = summary.get("lost_acked_records_by_cause", {})

@@ -49,7 +49,7 @@ from replica_core.replication.messages import (
 )
 from replica_core.sim.network import RequestTimeout
 from replica_core.storage.log_manager import LogManager
-from replica_core.storage.medium import FileMedium, MemoryMedium
+from replica_core.storage.medium import FileMedium, MemoryMedium, TornFile, TornWrite
 
 if TYPE_CHECKING:
     from replica_core.sim.cluster import Cluster
@@ -267,14 +267,21 @@ class SimLeaderEndPoint:
                 self.thread.arrived = answer  # for the invariant checker, after processing
             on_answer(answer)
 
+        timeout = self.socket_timeout_ms()
         blocked, self.blocked_ms = self.blocked_ms, 0
-        if blocked > 0:  # the thread sends only once its blocking ListOffsets returned
-            broker.loop.call_later(blocked, broker.network.request, broker.broker_id,
-                                   self.leader_id, request, size, deliver,
-                                   self.socket_timeout_ms())
-        else:
-            broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
-                                   timeout_ms=self.socket_timeout_ms())
+        # the fetcher thread sends once its blocking ListOffsets returned and the fsyncs of
+        # its last appends are done
+        wait = blocked + (broker.fsync_wait_ms() if isinstance(broker, SimBroker) else 0)
+        if wait > 0:
+            def send() -> None:
+                if inc == broker.incarnation and broker.alive:
+                    broker.network.request(broker.broker_id, self.leader_id, request, size,
+                                           deliver, timeout_ms=timeout)
+
+            broker.loop.call_later(wait, send)
+            return
+        broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
+                               timeout_ms=timeout)
 
     def socket_timeout_ms(self) -> int:
         """``replica.socket.timeout.ms``: how long a request may go unanswered."""
@@ -352,7 +359,8 @@ class SimBroker:
         self.rm: ReplicaManager | None = None
         self.fetcher_manager: SimFetcherManager | None = None
         self._parked_fetch: dict[int, Callable[[Any, int], None]] = {}
-        self.slow_factors = {"fetch": 1.0, "disk": 1.0}
+        self.slow_factors = {"fetch": 1.0, "disk": 1.0, "fsync": 1.0}
+        self._fsyncs_seen = 0  # the medium's fsync count at the last fsync_wait_ms
         self._tick_timer: Any = None
         self._tick_at = -1
         self._hb_timer: Any = None
@@ -416,9 +424,11 @@ class SimBroker:
         if inc == self.incarnation and self.alive:
             self._register()
 
-    def crash(self, mode: str = "process") -> None:
+    def crash(self, mode: str = "process", *, torn: TornWrite | None = None,
+              rng: Any = None) -> list[TornFile] | None:
         """Stop now. ``"process"``: in-memory state is gone, the page cache survives;
-        ``"power"``: the medium keeps only what was flushed."""
+        ``"power"``: the medium keeps only what was flushed (with ``torn``, some unflushed
+        pages too, drawn from ``rng``). Returns what the medium reports of a power failure."""
         if mode not in ("process", "power"):
             raise ValueError(f"crash mode must be process or power, not {mode!r}")
         if not self.alive:
@@ -442,9 +452,10 @@ class SimBroker:
         if self.fetcher_manager is not None:
             for fetcher in self.fetcher_manager.fetchers.values():
                 fetcher.shutdown()  # the process is gone: no thread runs on
+        torn_files = None
         if self.storage == "memory":
             if self.lm is not None or mode == "power":
-                self.medium.crash(mode)
+                torn_files = self.medium.crash(mode, torn=torn, rng=rng)
         elif self.lm is not None:
             for lg in self.lm.logs.values():
                 try:
@@ -454,6 +465,7 @@ class SimBroker:
         self.lm = self.rm = self.fetcher_manager = None
         self.registered = False
         self.cluster.trace("crash", self.broker_id, mode)
+        return torn_files
 
     def shutdown(self) -> None:
         """A clean stop (the end of a controlled shutdown): fetchers stop, every log is
@@ -480,12 +492,26 @@ class SimBroker:
 
     def slow(self, factor: float, target: str = "all") -> None:
         """Make fetch processing (``"fetch"``), serving produce/fetch (``"disk"``) or both
-        (``"all"``) ``factor`` times slower; factor 1 restores normal speed."""
+        (``"all"``) ``factor`` times slower; factor 1 restores normal speed. ``"fsync"``: every
+        fsync (``flush.messages``, a roll, the flusher) takes ``factor`` × the base time, which
+        a produce reply or a follower's next fetch waits for (:meth:`fsync_wait_ms`)."""
         targets = ("fetch", "disk") if target in ("all", "process") else (target,)
+        if target in ("all", "process") and factor <= 1.0:
+            targets = tuple(self.slow_factors)  # restoring speed ends an fsync slowdown too
         for t in targets:
             if t not in self.slow_factors:
                 raise ValueError(f"slow target must be fetch, disk or all, not {target!r}")
             self.slow_factors[t] = max(1.0, float(factor))
+
+    def fsync_wait_ms(self) -> int:
+        """How long the fsyncs made on this broker's disk since the last call take when fsync
+        is slowed (``slow`` mode ``"fsync"``; 0 otherwise): a produce waits for those of its
+        append, a follower's next fetch for those of its last appends."""
+        done = getattr(self.medium, "fsyncs", 0)
+        new, self._fsyncs_seen = done - self._fsyncs_seen, done
+        if new <= 0 or self.slow_factors["fsync"] <= 1.0:
+            return 0
+        return self.cluster.storage_faults.slow_fsyncs(self, new)
 
     def processing_delay_ms(self, kind: str) -> int:
         """Extra service time of a slowed broker: exponential with mean factor × base."""
@@ -596,13 +622,24 @@ class SimBroker:
                 isr_size = p.table.maximal_isr_size(p.row)
             respond(ProduceResponse(tp, Errors(r.error_code), r.base_offset, isr_size), 48)
 
+        fsync_wait = [0]  # a slow fsync (slow mode "fsync") holds the reply back
+
+        def answer(results: dict[TopicPartition, ProducePartitionResponse]) -> None:
+            if fsync_wait[0] > 0:
+                inc = self.incarnation
+                self.loop.call_later(fsync_wait[0], lambda: inc == self.incarnation and
+                                     self.alive and reply(results))
+            else:
+                reply(results)
+
         results = rm.append_records({tp: msg.records}, acks=msg.acks, timeout_ms=msg.timeout_ms,
-                                    callback=reply)
+                                    callback=answer)
+        fsync_wait[0] = self.fsync_wait_ms()
         ok = results is None or results[tp].error_code == Errors.NONE
         if ok:
             self.cluster.checker.leader_touched(self, (tp,))
         if results is not None:
-            reply(results)
+            answer(results)
         else:
             self._parked_produce[key] = respond
             self._schedule_tick()

@@ -70,6 +70,7 @@ from replica_core.sim.broker import (
 from replica_core.sim.invariants import InvariantChecker
 from replica_core.sim.loop import EventLoop
 from replica_core.sim.network import Network
+from replica_core.sim.storage_faults import StorageFaults
 from replica_core.storage.config import LogConfig
 
 CONTROLLER_KEYS = {
@@ -575,7 +576,12 @@ class Cluster:
         self.replica_socket_timeout_ms = self.replica_config.replica_socket_timeout_ms
         self.processing_base_ms = float(processing_base_ms)
         flush_ms = min([int(cfg.flush_ms) for cfg in [self.log_config]])
+        scheduler = self.config.get("log.flush.scheduler.interval.ms")
+        if scheduler is not None:  # Kafka's log flusher period (LogManager flushCheckMs)
+            flush_ms = _scheduler_ms(scheduler)
         self.flush_interval_ms: int | None = flush_ms if flush_ms < 2**62 else None
+        """How often the log flusher runs: ``log.flush.scheduler.interval.ms``, else (a
+        simulator default; Kafka's is Long.MAX, never) the broker-level ``flush.ms``."""
         self.loop = EventLoop(self.seed)
         self.network = Network(self.loop, latency_ms=latency_ms,
                                bandwidth_bytes_per_ms=float(bandwidth_mbps) * 125.0)
@@ -589,6 +595,8 @@ class Cluster:
         self.restarts = 0
         self.fault_log: list[tuple[int, str, str, tuple[int, ...]]] = []
         """Injected faults: (loop ms, description, kind, brokers involved)."""
+        self.storage_faults = StorageFaults(self)
+        """Torn writes, bit flips, lost and slow fsyncs, and the recovery they caused."""
         self.fetch_banked: dict[int, dict[str, int]] = {}
         """Fetch-path meters of broker processes that have stopped, per broker."""
         self.client_view = ClientView(self, client_node=SCRIPT_CLIENT)
@@ -770,14 +778,20 @@ class Cluster:
         return self.loop.run_until(predicate, max_ms)
 
     # ---- faults --------------------------------------------------------------------------------
-    def crash(self, broker: int, mode: str = "process") -> None:
+    def crash(self, broker: int, mode: str = "process", *, torn_write: str | None = None,
+              bit_flips: int = 0) -> None:
         """Crash a broker: ``"process"`` (page cache survives) or ``"power"`` (only flushed
-        bytes survive). The controller notices when its session expires."""
+        bytes survive; ``torn_write`` "subset"/"prefix" lets some unflushed pages through,
+        ``bit_flips`` flips bits in the files being written — sim/storage_faults.py). The
+        controller notices when its session expires."""
         b = self.brokers[broker]
         if not b.alive:
             return
         self._bank_fetch_metrics(b)
-        b.crash(mode)
+        if mode == "power":
+            self.storage_faults.power_failure(b, torn_write, int(bit_flips))
+        else:
+            b.crash(mode)
         self.crashes += 1
         if mode == "power":
             self.power_failures.setdefault(broker, []).append(self.loop.now)
@@ -809,6 +823,7 @@ class Cluster:
             return
         self.checker.broker_restarted(b)
         b.restart()
+        self.storage_faults.recovered(b)
         self.restarts += 1
         self.client_view.refresh_broker(broker)
         for tp in b.rm.partitions() if b.rm is not None else ():
@@ -935,6 +950,19 @@ class Cluster:
         """Release temporary directories (storage="disk")."""
         for b in self.brokers.values():
             b.close()
+
+
+def _scheduler_ms(value: Any) -> int:
+    """``log.flush.scheduler.interval.ms`` as a number of ms."""
+    try:
+        ms = int(value)
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(
+            f"log.flush.scheduler.interval.ms: not an integer: {value!r}") from None
+    if ms < 1:
+        raise InvalidConfigurationError(
+            f"log.flush.scheduler.interval.ms must be at least 1, got {ms}")
+    return ms
 
 
 def _no_reply(response: Any, size: int) -> None:

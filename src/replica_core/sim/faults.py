@@ -15,6 +15,9 @@ Every fault model is explicit and named (TigerBeetle's VOPR):
 ``restore_controller_messages`` controller to ``broker`` (or every broker) are lost
 ``flush``                       page-cache writeback on one broker: everything it wrote so far
                                 reaches its disk (survives a later power failure)
+``bit_flip``, ``lose_fsync``,   storage faults (:mod:`replica_core.sim.storage_faults`; also
+``restore_fsync``               ``crash`` power + ``torn_write`` / ``bit_flips``, ``slow``
+                                mode ``fsync``)
 =============================  ==============================================================
 
 Random faults (per broker unless noted), drawn once from the seed before the run, as Poisson
@@ -25,6 +28,9 @@ processes over the scenario's duration — each fault ends before the next of it
     slowdowns_per_broker_hour, mean_slow_s, slow_factor
     partitions_per_hour, mean_partition_s            (cluster-wide: a random minority side)
     controller_drops_per_hour, mean_controller_drop_s (cluster-wide)
+    torn_write_fraction (of power failures), bit_flips_per_broker_hour,
+    lost_fsyncs_per_broker_hour, mean_lost_fsync_s, slow_fsyncs_per_broker_hour,
+    mean_slow_fsync_s                                (storage faults)
 """
 from __future__ import annotations
 
@@ -35,6 +41,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from replica_core.errors import InvalidConfigurationError
+from replica_core.sim.storage_faults import (
+    STORAGE_FAULT_KINDS,
+    STORAGE_RATE_KEYS,
+    fault_params,
+    plan_storage_random,
+    validate_storage_rates,
+)
 
 if TYPE_CHECKING:
     from replica_core.sim.cluster import Cluster
@@ -46,6 +59,7 @@ RATE_KEYS = {
     "slowdowns_per_broker_hour": 0.0, "mean_slow_s": 30.0, "slow_factor": 1000.0,
     "partitions_per_hour": 0.0, "mean_partition_s": 20.0,
     "controller_drops_per_hour": 0.0, "mean_controller_drop_s": 10.0,
+    **STORAGE_RATE_KEYS,
 }
 
 
@@ -61,6 +75,8 @@ class PlannedFault:
     factor: float = 1.0
     brokers: tuple[int, ...] = ()
     source: str = "scripted"
+    storage: tuple[tuple[str, Any], ...] = ()
+    """Storage-fault settings, sorted (key, value) pairs (see sim/storage_faults.py)."""
 
     def describe(self) -> str:
         parts = [self.kind]
@@ -72,6 +88,8 @@ class PlannedFault:
             parts.append(f"x{self.factor:g} ({self.mode})")
         if self.brokers:
             parts.append(f"brokers {list(self.brokers)}")
+        if self.storage:
+            parts.append("[" + ", ".join(f"{k} {v}" for k, v in self.storage) + "]")
         if self.source != "scripted":
             parts.append("[random]")
         return " ".join(parts)
@@ -92,6 +110,7 @@ def validate_rates(rates: Mapping[str, Any]) -> dict[str, float]:
             raise InvalidConfigurationError(f"fault_rates.{key} must not be negative")
     if out["power_failure_fraction"] > 1:
         raise InvalidConfigurationError("fault_rates.power_failure_fraction must be at most 1")
+    validate_storage_rates(out)
     return out
 
 
@@ -125,7 +144,11 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
     for b in brokers:
         for start, end in windows(r["crashes_per_broker_hour"], r["mean_downtime_s"]):
             mode = "power" if float(rng.random()) < r["power_failure_fraction"] else "process"
-            add(start, "crash", broker=b, mode=mode)
+            torn: tuple[tuple[str, Any], ...] = ()
+            if mode == "power" and r["torn_write_fraction"] > 0 and \
+                    float(rng.random()) < r["torn_write_fraction"]:
+                torn = (("torn_write", "subset"),)
+            add(start, "crash", broker=b, mode=mode, storage=torn)
             add(end, "restart", broker=b)
         for start, end in windows(r["isolations_per_broker_hour"], r["mean_isolation_s"]):
             add(start, "isolate", broker=b)
@@ -141,6 +164,7 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
     for start, end in windows(r["controller_drops_per_hour"], r["mean_controller_drop_s"]):
         add(start, "drop_controller_messages")
         add(end, "restore_controller_messages")
+    out += plan_storage_random(r, brokers, duration_ms, rng, seq)
     return out
 
 
@@ -156,13 +180,17 @@ class FaultInjector:
         for k, f in enumerate(faults):
             plan.append(PlannedFault(int(round(f.at_s * 1000)), k, f.kind,
                                      None if f.broker is None else int(f.broker), f.mode,
-                                     float(f.factor), tuple(int(b) for b in f.brokers)))
+                                     float(f.factor), tuple(int(b) for b in f.brokers),
+                                     storage=fault_params(f)))
         rng = rng if rng is not None else cluster.loop.spawn_rng()
         plan += plan_random(rates, brokers, duration_ms, rng)
         self.plan = sorted(plan)
         if cluster.storage != "memory" and any(p.kind == "crash" and p.mode == "power"
                                                for p in self.plan):
             raise InvalidConfigurationError("power failures need storage = \"memory\"")
+        if cluster.storage != "memory" and any(p.kind in STORAGE_FAULT_KINDS or p.mode == "fsync"
+                                               for p in self.plan):
+            raise InvalidConfigurationError("storage faults need storage = \"memory\"")
         self.timeline: list[tuple[float, str]] = []
         self.applied = 0
         self.origin_ms = cluster.loop.now
@@ -184,7 +212,7 @@ class FaultInjector:
                                                   "restore_controller_messages") else ())
         c.note_fault(p.describe(), kind, involved)
         if kind == "crash":
-            c.crash(self._one(p), p.mode)
+            c.crash(self._one(p), p.mode, **dict(p.storage))
         elif kind == "shutdown":
             c.shutdown(self._one(p))
         elif kind == "restart":
@@ -203,7 +231,8 @@ class FaultInjector:
         elif kind == "heal_partition":
             c.heal_partition(p.brokers)
         elif kind == "slow":
-            c.slow(self._one(p), p.factor, p.mode if p.mode in ("fetch", "disk") else "all")
+            c.slow(self._one(p), p.factor,
+                   p.mode if p.mode in ("fetch", "disk", "fsync") else "all")
         elif kind == "unslow":
             c.slow(self._one(p), 1.0, "all")
         elif kind == "flush":
@@ -212,6 +241,9 @@ class FaultInjector:
             c.drop_controller_messages(None if b is None else [b])
         elif kind == "restore_controller_messages":
             c.restore_controller_messages(None if b is None else [b])
+        elif kind in STORAGE_FAULT_KINDS:
+            self._one(p)
+            c.storage_faults.apply(p)
         else:  # pragma: no cover - validated by the scenario
             raise InvalidConfigurationError(f"unknown fault kind {kind!r}")
         self.applied += 1

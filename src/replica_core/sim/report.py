@@ -524,13 +524,40 @@ def _recovery_html(summary: Mapping[str, Any]) -> str:
     if not rows:
         return "<p>No faults were injected.</p>"
     return (_table(["at", "fault", "detected", "leaders again", "writable again",
-                    "ISRs full again"], rows, numeric=[0, 2, 3, 4, 5])
+                    "ISRs full again"], rows, numeric=[0, 2, 3, 4, 5]) + _storage_html(summary)
             + '<p class="muted">Measured from the fault: <b>detected</b> when the controller '
             'declared the broker dead (session expiry, or at once for a controlled shutdown); '
             '<b>leaders again</b> when every partition had a live, reachable leader; '
             '<b>writable again</b> when producers with the workload\'s acks could write to '
             'every partition; <b>ISRs full again</b> when no partition was under-replicated. '
             '— : the fault caused no such trouble (or it had not ended when the run did).</p>')
+
+
+def storage_fault_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The storage faults of a run and the recovery they caused, as (label, text) lines;
+    none when no storage fault was injected and recovery cut nothing."""
+    sf = summary.get("storage_faults") or {}
+    rec = sf.get("recovery") or {}
+    injected = {k: v for k, v in sf.items() if k != "recovery" and v}
+    if not injected and not rec.get("bytes_truncated") and not rec.get("indexes_rebuilt"):
+        return []
+    lines = [("storage faults", ", ".join(f"{k.replace('_', ' ')} {v:,}"
+                                          for k, v in injected.items()) or "none")]
+    cuts = ", ".join(f"{r} {n:,}" for r, n in (rec.get("truncations_by_reason") or {}).items()
+                     if n)
+    lines.append(("log recovery", (
+        f"{rec.get('segments_recovered', 0):,} segments recovered in "
+        f"{rec.get('logs_recovered', 0):,} logs; {rec.get('bytes_truncated', 0):,} B truncated"
+        f"{' (' + cuts + ')' if cuts else ''}; {rec.get('segments_deleted', 0):,} segments "
+        f"deleted; {rec.get('indexes_rebuilt', 0):,} indexes rebuilt")))
+    return lines
+
+
+def _storage_html(summary: Mapping[str, Any]) -> str:
+    lines = storage_fault_lines(summary)
+    if not lines:
+        return ""
+    return _table(["storage", ""], [[_e(k), _e(v)] for k, v in lines])
 
 
 def _unavailability_html(summary: Mapping[str, Any]) -> str:

@@ -34,7 +34,7 @@ SUMMARY_KEYS = (
     "unclean_elections", "produce_latency_ms", "replication_lag_records", "sim_seconds",
     "events", "seed", "config", "unavailable_partition_seconds",
     "unavailable_partition_seconds_by_cause", "isr_changes_by_origin", "fault_recovery",
-    "loss_events", "fetch_path", "verdict",
+    "loss_events", "fetch_path", "verdict", "storage_faults",
 )
 LOSS_EVENTS_KEPT = 500
 """At most this many loss events go into the summary (the count of the rest is kept)."""
@@ -320,6 +320,7 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
         "invariant_checks": dict(checker.checks),
         "network": {"messages": cluster.network.messages_sent,
                     "lost": cluster.network.messages_lost},
+        "storage_faults": cluster.storage_faults.summary(),
         **workload.stats(),
     }
     cluster_wide = {"brokers": len(cluster.brokers), "crashes": cluster.crashes,
@@ -338,8 +339,10 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
         row = r.as_dict(start)
         row["brokers"] = list(r.brokers)
         recoveries.append(row)
+    timeline = list(faults.timeline) + [((at - start) / 1000.0, label) for at, label
+                                        in cluster.storage_faults.timeline if at >= start]
     return RunParts(counts, cluster_wide, list(workload.producer.latencies_ms), lags,
-                    {k: list(v) for k, v in sampler.series.items()}, list(faults.timeline),
+                    {k: list(v) for k, v in sampler.series.items()}, timeline,
                     leadership, losses, recoveries)
 
 
@@ -493,6 +496,9 @@ def verdict(summary: Mapping[str, Any]) -> dict[str, Any]:
         if name == "isr_agree_below_hw" and diverged:
             failed = diverged
             detail = f"{diverged:,} partition{'s' if diverged != 1 else ''} diverged"
+            storage = summary.get("storage_faults") or {}
+            if storage.get("fsyncs_lost") or storage.get("bit_flips"):
+                detail += " (after injected lost fsyncs or bit flips)"
         if name == "no_acked_record_lost" and lost:
             failed = lost
             detail = f"{lost:,} records lost: " + ", ".join(

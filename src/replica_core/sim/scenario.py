@@ -41,9 +41,13 @@ at_s = 30
 kind = "crash"                       # crash | shutdown | restart | isolate | unisolate | partition |
 broker = 1                           # heal_partition | heal | slow | unslow | flush |
 mode = "process"                     # drop_controller_messages | restore_controller_messages
-                                     # mode: crash → process | power; slow → fetch | disk | all
+                                     # mode: crash → process | power; slow → fetch | disk | fsync | all
 # factor = 1000.0                    # slow: service-time multiplier
 # brokers = [1, 2]                   # partition: one side (the other: everyone else)
+# torn_write = true                  # crash power: unflushed pages partly persist ("subset",
+# bit_flips = 1                      # "prefix"); bits flipped in the files being written
+                                     # storage kinds: bit_flip (topic, partition, segment, file,
+                                     # bit) | lose_fsync | restore_fsync; slow mode "fsync"
 
 [fault_rates]                        # random faults, drawn from the seed
 crashes_per_broker_hour = 0.0
@@ -54,7 +58,18 @@ mean_isolation_s = 20.0
 slowdowns_per_broker_hour = 0.0      # also mean_slow_s, slow_factor
 partitions_per_hour = 0.0            # also mean_partition_s
 controller_drops_per_hour = 0.0      # also mean_controller_drop_s
+torn_write_fraction = 0.0            # of power failures; bit_flips_per_broker_hour,
+                                     # lost_fsyncs_per_broker_hour (mean_lost_fsync_s),
+                                     # slow_fsyncs_per_broker_hour (mean_slow_fsync_s)
 ```
+
+Flush policy, as Kafka's configs: the topic-level ``flush.messages`` and ``flush.ms`` or the
+broker names ``log.flush.interval.messages``, ``log.flush.interval.ms`` and
+``log.flush.scheduler.interval.ms`` (a fallback for ``flush.ms``, as Kafka's
+``ServerTopicConfigSynonyms`` maps them). The log flusher runs every
+``log.flush.scheduler.interval.ms`` as Kafka's does; when only ``flush.ms`` (or
+``log.flush.interval.ms``) is set it runs every ``flush.ms`` — Kafka's default scheduler
+interval is Long.MAX, so there a time-based flush needs the scheduler interval set too.
 
 Simulator-only settings (not Kafka's): ``sample_interval_s`` (time series), ``[cluster]``
 ``processing_ms`` and ``detect_bounces``; ``segment.index.bytes`` defaults to 8192 in the
@@ -83,10 +98,13 @@ from replica_core.errors import InvalidConfigurationError
 FAULT_KINDS = frozenset({
     "crash", "restart", "isolate", "unisolate", "partition", "heal_partition", "heal", "slow",
     "unslow", "drop_controller_messages", "restore_controller_messages", "flush", "shutdown",
+    "bit_flip", "lose_fsync", "restore_fsync",
 })
 NEEDS_BROKER = frozenset({"crash", "restart", "isolate", "unisolate", "slow", "unslow", "flush",
-                          "shutdown"})
-SLOW_MODES = frozenset({"process", "all", "fetch", "disk"})
+                          "shutdown", "bit_flip", "lose_fsync", "restore_fsync"})
+SLOW_MODES = frozenset({"process", "all", "fetch", "disk", "fsync"})
+STORAGE_FAULT_KEYS = ("torn_write", "bit_flips", "topic", "partition", "segment", "file", "bit")
+"""Fault keys of the storage faults (sim/storage_faults.py); None when not given."""
 WORKLOAD_KEYS = frozenset({"batches_per_second", "records_per_batch", "record_bytes", "acks",
                            "keys", "consumers", "consumer_poll_ms"})
 CLUSTER_KEYS = frozenset({"brokers", "latency_ms", "bandwidth_mbps", "processing_ms",
@@ -120,6 +138,13 @@ class Fault:
     mode: str = "process"
     factor: float = 10.0
     brokers: tuple[int, ...] = ()
+    torn_write: bool | str | None = None
+    bit_flips: int | None = None
+    topic: str | None = None
+    partition: int | None = None
+    segment: int | None = None
+    file: str | None = None
+    bit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -278,7 +303,8 @@ def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> S
         if kind not in FAULT_KINDS:
             raise InvalidConfigurationError(f"fault kind {kind!r} not one of {sorted(FAULT_KINDS)}")
         faults.append(Fault(float(f["at_s"]), kind, f.get("broker"), f.get("mode", "process"),
-                            float(f.get("factor", 10.0)), tuple(f.get("brokers", ()))))
+                            float(f.get("factor", 10.0)), tuple(f.get("brokers", ())),
+                            **{k: f[k] for k in STORAGE_FAULT_KEYS if k in f}))
     kwargs["faults"] = tuple(sorted(faults, key=lambda f: f.at_s))
     kwargs["overrides"] = dict(overrides or {})
     sc = Scenario(**kwargs)
@@ -320,7 +346,8 @@ def _validate(sc: Scenario) -> None:
         if f.kind == "crash" and f.mode not in ("process", "power"):
             raise InvalidConfigurationError("crash mode must be process or power")
         if f.kind == "slow" and f.mode not in SLOW_MODES:
-            raise InvalidConfigurationError("slow mode must be fetch, disk or all")
+            raise InvalidConfigurationError(
+                f"slow mode must be fetch, disk, fsync or all, got {f.mode!r}")
         if f.kind == "partition" and not f.brokers:
             raise InvalidConfigurationError(f"partition fault at {f.at_s}s needs brokers = [...]")
         if any(not 1 <= int(b) <= n for b in f.brokers):
@@ -359,7 +386,10 @@ def _validate(sc: Scenario) -> None:
     if unknown:
         raise InvalidConfigurationError(f"unknown cluster keys: {sorted(unknown)}")
     from replica_core.sim.faults import validate_rates
+    from replica_core.sim.storage_faults import fault_params
 
+    for f in sc.faults:
+        fault_params(f, {t.name: t.partitions for t in sc.topics})
     validate_rates(sc.fault_rates)
     parse_acks(sc.workload.get("acks", "all"))
 

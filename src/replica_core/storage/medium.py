@@ -24,6 +24,28 @@ and the durable one. The model, chosen to be simple and POSIX-honest:
 * ``crash("process")``: nothing is lost (the page cache outlives the process).
 * Either crash closes every open :class:`MediumFile` (the process that held them is gone).
 
+Storage faults (the simulator's disks as they fail; every choice comes from the caller's seeded
+generator):
+
+* **Torn write** — ``crash("power", torn=TornWrite.SUBSET, rng=g)``: of each file's unflushed
+  range (the dirty bytes since its last flush, in :data:`PAGE_SIZE` pages) some whole pages
+  reach the disk before the power goes. ``SUBSET`` (the default model): each dirty page
+  survives on its own with probability 1/2 — a disk with a volatile write cache keeps no order
+  among the pages of one writeback. ``PREFIX``: writeback in page order, cut short — the first
+  ``k`` dirty pages survive, ``k`` uniform in ``0..n``. A surviving page is written whole (its
+  cached bytes, up to the cached size) and extends the durable length to its end; the pages
+  that did not survive keep their old durable bytes (zeros past the old durable length). A
+  shrink that was never flushed stays unpersisted.
+* **Bit flip** — :meth:`MemoryMedium.flip_bit`: one bit of the *durable* copy is inverted
+  (bit rot, a latent sector error). The running process keeps reading the page cache's good
+  copy; the flip shows after the next power failure (or at once with ``cached=True``, for a
+  file whose pages are not cached, e.g. right after a power failure).
+* **Lost fsync** — ``MemoryMedium.lose_fsyncs = True``: ``MediumFile.flush`` reports success,
+  persists nothing and marks the file clean (as Linux does after a writeback error, the
+  "fsyncgate" behaviour): the bytes are gone at the next power failure even if a later fsync of
+  the same file succeeds. Counted in ``fsyncs_lost``; directory syncs and ``write_atomic`` are
+  not affected.
+
 Views (``MediumFile.view``) stay valid for the range they cover until the file's size changes;
 after ``append``/``truncate`` take a new view. For ``FileMedium``, reading a view past a point
 the file was since truncated to is undefined (the kernel sends SIGBUS), so release views before
@@ -36,10 +58,35 @@ import os
 import posixpath
 import shutil
 import weakref
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal
 
-__all__ = ["Medium", "MediumFile", "FileMedium", "MemoryMedium"]
+__all__ = ["Medium", "MediumFile", "FileMedium", "MemoryMedium", "PAGE_SIZE", "TornFile",
+           "TornWrite"]
+
+PAGE_SIZE = 4096
+"""The page size of :class:`MemoryMedium`'s torn-write model (x86-64 and most file systems)."""
+
+
+class TornWrite(Enum):
+    """Which pages of a file's unflushed range reach the disk when the power fails."""
+
+    SUBSET = "subset"
+    """Each dirty page on its own, with probability 1/2 (no order among pages)."""
+    PREFIX = "prefix"
+    """The first ``k`` dirty pages, ``k`` uniform in ``0..n`` (writeback in page order)."""
+
+
+@dataclass(frozen=True)
+class TornFile:
+    """One file that held unflushed bytes at a power failure: its dirty pages (page numbers)
+    and those of them that reached the disk (empty when no torn write was modelled)."""
+
+    path: str
+    dirty_pages: tuple[int, ...]
+    kept_pages: tuple[int, ...]
 
 PathLike = str | os.PathLike
 
@@ -395,6 +442,38 @@ class _Inode:
         self.dirty_lo = 1 << 62
         self.dirty_hi = 0
 
+    def dirty_pages(self, page: int) -> range:
+        """Page numbers holding bytes written since the last flush (within the cached size)."""
+        lo, hi = self.dirty_lo, min(self.dirty_hi, self.size)
+        if lo >= hi:
+            return range(0)
+        return range(lo // page, (hi + page - 1) // page)
+
+    def persist_pages(self, pages: Sequence[int], page: int) -> None:
+        """Write these whole pages of the cached contents to the durable copy (a torn write)."""
+        d = self.durable if self.durable is not None else bytearray()
+        new_size = self.durable_size
+        buf = self.buf
+        for p in pages:
+            lo = p * page
+            hi = min(lo + page, self.size)
+            if lo >= hi:
+                continue
+            if len(d) < hi:
+                d.extend(bytes(hi - len(d)))
+            src = buf[lo:min(hi, len(buf))]
+            d[lo:lo + len(src)] = src
+            if lo + len(src) < hi:  # a hole in the cache reads as zeros
+                d[lo + len(src):hi] = bytes(hi - lo - len(src))
+            new_size = max(new_size, hi)
+        self.durable = d
+        self.durable_size = new_size
+
+    def mark_clean(self) -> None:
+        """Forget the dirty range without persisting it (a lost fsync)."""
+        self.dirty_lo = 1 << 62
+        self.dirty_hi = 0
+
     def revert(self) -> None:
         if self.durable is None:
             self.buf = bytearray()
@@ -481,8 +560,13 @@ class _MemoryFile(MediumFile):
 
     def flush(self) -> None:
         inode = self._check()
-        inode.flush()
         m = self._medium
+        if m.lose_fsyncs:
+            inode.mark_clean()
+            m.fsyncs_lost += 1
+            return
+        inode.flush()
+        m.fsyncs += 1
         if m.fsync_persists_name and m._files.get(self.path) is inode:
             m._set_durable(self.path, inode)
 
@@ -539,6 +623,12 @@ class MemoryMedium(Medium):
         # length, its name not durable); its inode is made when something looks inside.
         self._pending: dict[str, tuple[tuple[str, int], ...]] = {}
         self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
+        #: while true, file fsyncs report success and persist nothing (see the module docstring)
+        self.lose_fsyncs = False
+        self.fsyncs = 0
+        """File fsyncs that persisted."""
+        self.fsyncs_lost = 0
+        """File fsyncs that reported success but persisted nothing."""
 
     # -- index upkeep ----------------------------------------------------------------------
     @staticmethod
@@ -840,20 +930,73 @@ class MemoryMedium(Medium):
         self._sync_names(parent)
 
     # -- faults and inspection -------------------------------------------------------------
-    def crash(self, kind: Literal["process", "power"] = "process") -> None:
-        """Simulate a crash: ``"process"`` loses nothing, ``"power"`` keeps only what was synced."""
+    def crash(self, kind: Literal["process", "power"] = "process", *,
+              torn: TornWrite | None = None, rng: Any = None) -> list[TornFile]:
+        """Simulate a crash: ``"process"`` loses nothing, ``"power"`` keeps only what was synced
+        — and with ``torn``, some pages of each file's unflushed range (drawn from ``rng``, a
+        ``numpy.random.Generator``; files in path order). Returns, for a power failure, every
+        durably named file that held unflushed bytes (:class:`TornFile`)."""
         if kind not in ("process", "power"):
             raise ValueError(f"unknown crash kind {kind!r}")
+        if torn is not None and not isinstance(torn, TornWrite):
+            raise ValueError(f"torn must be a TornWrite, not {torn!r}")
+        if torn is not None and (kind != "power" or rng is None):
+            raise ValueError("a torn write needs a power failure and a generator")
         for h in list(self._handles):
             h.close()
         self._handles = weakref.WeakSet()
+        out: list[TornFile] = []
         if kind == "power":
             self._pending.clear()  # names never made durable: gone
             self._files = dict(self._durable)
-            for inode in {id(i): i for i in self._files.values()}.values():
+            seen: set[int] = set()
+            for path in sorted(self._files):
+                inode = self._files[path]
+                if id(inode) in seen:
+                    continue
+                seen.add(id(inode))
+                dirty = tuple(inode.dirty_pages(PAGE_SIZE))
+                if dirty:
+                    kept: tuple[int, ...] = ()
+                    if torn is TornWrite.SUBSET:
+                        mask = rng.random(len(dirty)) < 0.5
+                        kept = tuple(p for p, k in zip(dirty, mask, strict=True) if k)
+                    elif torn is TornWrite.PREFIX:
+                        kept = dirty[:int(rng.integers(0, len(dirty) + 1))]
+                    if kept:
+                        inode.persist_pages(kept, PAGE_SIZE)
+                    out.append(TornFile(path, dirty, kept))
                 inode.revert()
             self._reindex()
         self.crashes.append(kind)
+        return out
+
+    def flip_bit(self, path: PathLike, bit: int, *, cached: bool = False) -> None:
+        """Invert bit ``bit`` (``bit // 8`` is the byte, ``bit % 8`` the bit, 0 the lowest) of
+        the durable copy of ``path``; with ``cached`` the page cache's copy too (a file whose
+        pages are not cached). ``FileNotFoundError`` if ``path`` has no durable name,
+        ``ValueError`` if the bit is not within its durable length."""
+        p = _norm(path)
+        inode = self._durable.get(p)
+        if inode is None:
+            raise FileNotFoundError(f"{p} has no durable name")
+        pos = int(bit) // 8
+        if bit < 0 or pos >= inode.durable_size:
+            raise ValueError(f"bit {bit} is outside the {inode.durable_size} durable bytes of {p}")
+        mask = 1 << (int(bit) % 8)
+        d = inode.durable if inode.durable is not None else bytearray()
+        if len(d) <= pos:
+            d.extend(bytes(pos + 1 - len(d)))
+        d[pos] ^= mask
+        inode.durable = d
+        if cached and pos < inode.size:
+            inode.ensure(pos + 1)
+            inode.buf[pos] ^= mask
+
+    def durable_size(self, path: PathLike) -> int | None:
+        """The durable length of ``path`` (None: it would not exist after a power failure)."""
+        inode = self._durable.get(_norm(path))
+        return None if inode is None else inode.durable_size
 
     def durable_bytes(self, path: PathLike) -> bytes | None:
         """What ``path`` would hold after a power failure now (None: it would not exist)."""
