@@ -131,6 +131,10 @@ def test_legacy_rows(k):
     assert headers[:, k.COL_BASE_OFFSET].tolist() == [0, 1, 2]
     assert (headers[:, k.COL_CRC_OK] == 1).all()
     assert (headers[:, k.COL_RECORD_COUNT] == -1).all()
+    assert headers[:, k.COL_MAX_TIMESTAMP].tolist() == [NOW, NOW, NOW]   # the message's own
+    v0 = LegacyRecordBatchBuilder(magic=0, compression_type=0, batch_size=1 << 20)
+    v0.append(0, timestamp=None, key=None, value=b"v")
+    assert k.scan_batches(bytes(v0.build()))[0][:, k.COL_MAX_TIMESTAMP].tolist() == [-1]
 
 
 def test_empty_and_tiny_buffers(k):

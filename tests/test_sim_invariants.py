@@ -143,11 +143,14 @@ class FakeSegment:
 
 
 class FakeLog:
-    def __init__(self, batches: list[bytes], cuts: list[int], leo: int) -> None:
+    def __init__(self, batches: list[bytes], cuts: list[int], leo: int, *,
+                 log_start_offset: int = 0, expired: list[bytes] | None = None) -> None:
         edges = [0, *cuts, len(batches)]
         self.segments = [FakeSegment(b"".join(batches[lo:hi])) for lo, hi in pairwise(edges)]
         self.log_end_offset = leo
         self.high_watermark = 0
+        self.log_start_offset = log_start_offset
+        self.expired = expired or []   # batches retention removed (below the log start)
 
 
 class FakePartition:
@@ -265,6 +268,11 @@ def random_cluster(rng: random.Random, n_tps: int = 4) -> FakeCluster:
                 end = next(iter_batches(mine[-1])).last_offset + 1
             logs[b] = FakeLog(mine, [1] if len(mine) > 1 and rng.random() < 0.3 else [],
                               max(0, end - (rng.random() < 0.1)))
+        if batches and rng.random() < 0.15:  # retention removed the leader's oldest batches
+            k = rng.randint(1, len(batches))
+            start = next(iter_batches(batches[k])).base_offset if k < len(batches) else leo
+            logs[leader] = FakeLog(batches[k:], [], leo, log_start_offset=start,
+                                   expired=batches[:k])
         for b, lg in logs.items():
             if b != leader and rng.random() < 0.05:
                 continue  # the follower has no log for it
@@ -290,6 +298,7 @@ def add_ledger(rng: random.Random, checker: InvariantChecker, c: FakeCluster) ->
         lg = broker.rm.local_log(tp) if broker is not None and broker.rm is not None else None
         batches = []
         if lg is not None:
+            batches += lg.expired
             for seg in lg.segments:
                 batches += [bytes(b.buffer) for b in iter_batches(seg.log_file.view(0, seg.size))]
         for raw in batches:
@@ -374,8 +383,12 @@ class Reference:
             limit = min(hw, lg.log_end_offset)
             theirs = ref_batches(lg)
             self.rows(tp, b, theirs, limit)
-            a = [[x["base"], x["last"], x["crc"]] for x in mine if x["last"] < limit]
-            z = [[x["base"], x["last"], x["crc"]] for x in theirs if x["last"] < limit]
+            # only what both still hold: from the later of the two first base offsets
+            start = max(mine[0]["base"], theirs[0]["base"]) if mine and theirs else 0
+            a = [[x["base"], x["last"], x["crc"]] for x in mine
+                 if x["last"] < limit and x["base"] >= start]
+            z = [[x["base"], x["last"], x["crc"]] for x in theirs
+                 if x["last"] < limit and x["base"] >= start]
             if a != z:
                 ok = False
                 self.diverged.add(tp)
@@ -397,6 +410,8 @@ class Reference:
             if e[6]:
                 continue
             base, count, digest = e[0], e[1], e[2]
+            if base + count <= log.log_start_offset:
+                continue  # expired by retention
             b = where.get(base)
             if not (b is not None and base + count <= log.log_end_offset
                     and b["last"] == base + count - 1 and records_digest(b["raw"]) == digest):

@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "dump-log",
         help="print .log/.index/.timeindex/.snapshot/.checkpoint files like Kafka's "
         "kafka-dump-log.sh, with its decoders (--offsets-decoder, --transaction-log-decoder, "
-        "--cluster-metadata-decoder)",
+        "--cluster-metadata-decoder, --key-decoder-class, --value-decoder-class)",
         add_help=False,
     )
     return parser

@@ -136,6 +136,8 @@ cdef enum:
     BATCH_OVERHEAD = 61               # v2 header
     CRC_START = 21                    # v2 CRC covers [21, size)
     LEGACY_CRC_START = 16             # v0/v1 CRC-32 covers [16, size)
+    LEGACY_V1_MIN_SIZE = 34           # a v1 entry long enough to hold its timestamp field
+    LEGACY_TIMESTAMP = 18             # where a v1 message keeps its timestamp
     MIN_RECORD_BYTES = 7              # length, attributes, ts, offset, key len, value len, count
     # Record walks and stamping release the GIL from this many bytes on. Below it the work takes
     # a few microseconds at most, less than the release/re-acquire round trip can cost (~50 ns
@@ -655,6 +657,10 @@ cdef void fill_headers(const unsigned char *base, Py_ssize_t start, int64_t n, b
             # Legacy v0/v1: the CRC-32 (zlib) is computed afterwards with the GIL held.
             out[C_CRC] = rcb_u32(b + 12)
             out[C_ATTRIBUTES] = b[17]
+            # a v1 entry's max timestamp is its (wrapper) message's timestamp
+            # (AbstractLegacyRecordBatch.maxTimestamp); v0 has none (-1)
+            if magic == 1 and size >= LEGACY_V1_MIN_SIZE:
+                out[C_MAX_TIMESTAMP] = rcb_i64(b + LEGACY_TIMESTAMP)
         out += C_NCOLS
         pos += size
 

@@ -43,6 +43,8 @@ RECORD_OVERHEAD_V0 = 14           # smallest legal batchLength (a v0 message)
 BATCH_OVERHEAD = 61               # v2 header
 CRC_START = 21                    # v2 CRC-32C covers [21, size)
 LEGACY_CRC_START = 16             # v0/v1 CRC-32 covers [16, size)
+LEGACY_V1_MIN_SIZE = 34           # a v1 entry long enough to hold its timestamp field
+LEGACY_TIMESTAMP = 18             # where a v1 message keeps its timestamp
 MIN_RECORD_BYTES = 7              # length, attributes, ts, offset, key len, value len, count
 
 _V2_HEADER = struct.Struct(">qiibIhiqqqhii")   # the 61-byte header (§1.1)
@@ -149,6 +151,10 @@ def scan_batches(buf: Any, start: int = 0, end: int = -1, check_crc: bool = True
             row[COL_MAGIC] = magic
             row[COL_CRC] = crc
             row[COL_ATTRIBUTES] = mv[pos + 17]
+            # a v1 entry's max timestamp is its (wrapper) message's timestamp
+            # (AbstractLegacyRecordBatch.maxTimestamp); v0 has none (-1)
+            if magic == 1 and size >= LEGACY_V1_MIN_SIZE:
+                row[COL_MAX_TIMESTAMP] = _I64.unpack_from(mv, pos + LEGACY_TIMESTAMP)[0]
             if check_crc:
                 row[COL_CRC_OK] = int(zlib.crc32(mv[pos + LEGACY_CRC_START:pos + size]) == crc)
     return headers, valid_end - start, stop

@@ -17,6 +17,7 @@ from replica_core.controller.election import (
     offline_partition_election,
     preferred_replica_election,
 )
+from replica_core.controller.elr import PartitionChange, effective_min_isr, partition_change
 from replica_core.errors import Errors
 from replica_core.replication.messages import (
     LEADER_RECOVERY_RECOVERED,
@@ -38,6 +39,8 @@ ISR the offline election leaves for the partitions it led)."""
 ISR_ORIGIN_CONTROLLED_SHUTDOWN = "controlled_shutdown"
 ISR_ORIGIN_ELECTION = "election"
 """An offline partition elected when a broker registers (unclean: the ISR becomes the leader)."""
+ISR_ORIGIN_UNCLEAN_SHUTDOWN = "unclean_shutdown"
+"""With ELR: a broker registered after an unclean shutdown and left every ISR and ELR (KIP-966)."""
 
 IsrListener = Callable[[TopicPartition, tuple[int, ...], tuple[int, ...], str], None]
 """``listener(tp, old_isr, new_isr, origin)``: an observer of every committed ISR change."""
@@ -53,6 +56,10 @@ class PartitionRegistration:
     leader_epoch: int = 0
     partition_epoch: int = 0
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
+    elr: tuple[int, ...] = ()
+    """Eligible leader replicas (KIP-966; empty unless ELR is enabled)."""
+    last_known_elr: tuple[int, ...] = ()
+    """The leader when the ISR last became empty (Kafka's ``lastKnownElr``; ELR only)."""
 
 
 @dataclass
@@ -70,6 +77,10 @@ class ControllerStats:
     unclean_elections: int = 0
     offline_partitions_events: int = 0
     isr_changes: int = 0
+    elr_elections: int = 0
+    """Leaders elected from the ELR (KIP-966)."""
+    unclean_shutdowns: int = 0
+    """Registrations after an unclean shutdown that removed the broker from an ISR or ELR."""
 
 
 @dataclass
@@ -110,8 +121,14 @@ class Controller:
     """Cluster metadata and the decisions Kafka's controller makes on it."""
 
     def __init__(self, controller_id: int = -1, *, controller_epoch: int = 1,
-                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS):
+                 session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 eligible_leader_replicas: bool = False):
         self.controller_id = controller_id
+        self.elr_enabled = bool(eligible_leader_replicas)
+        """``eligible.leader.replicas.enable`` (KIP-966; §8.6): elections and ISR changes go
+        through :func:`~replica_core.controller.elr.partition_change`."""
+        self.min_isr: dict[str, int] = {}
+        """Each topic's ``min.insync.replicas`` (the ELR rules need it)."""
         self.controller_epoch = controller_epoch
         self.session_timeout_ms = session_timeout_ms
         self.brokers: dict[int, BrokerRegistration] = {}
@@ -171,12 +188,25 @@ class Controller:
         return out
 
     # --- brokers -------------------------------------------------------------------------------
-    def register_broker(self, broker_id: int, now_ms: int) -> Outbox:
+    def register_broker(self, broker_id: int, now_ms: int, *,
+                        previous_broker_epoch: int | None = None) -> Outbox:
         """A broker (re)starts: new broker epoch; it gets the full state of its partitions and
-        offline partitions it can lead are elected (§8.3)."""
+        offline partitions it can lead are elected (§8.3).
+
+        ``previous_broker_epoch`` is the registration's ``PreviousBrokerEpoch`` (KIP-966): the
+        broker epoch its clean-shutdown marker recorded, −1 without one (None: not sent). With
+        ELR enabled, a value other than the broker's last registered epoch is an unclean
+        shutdown: the broker leaves every ISR and ELR first (``handleBrokerUncleanShutdown``,
+        §8.6), so a replica that may have lost its unflushed tail is never elected from them."""
+        pre: list[TopicPartition] = []
+        old = self.brokers.get(broker_id)
+        if (self.elr_enabled and old is not None and previous_broker_epoch is not None
+                and previous_broker_epoch != old.epoch):
+            pre = self._unclean_shutdown(broker_id)
         self._next_broker_epoch += 1
         self.brokers[broker_id] = BrokerRegistration(broker_id, self._next_broker_epoch, True, now_ms)
         changed = self._elect_offline(ISR_ORIGIN_ELECTION)
+        changed += [tp for tp in pre if tp not in changed]
         out = self._fan_out(self.partitions_of(broker_id), only=[broker_id])
         more = self._fan_out(changed)
         for b, req in more.requests.items():
@@ -212,6 +242,13 @@ class Controller:
         reg.alive = False
         live = self.live_brokers
         changed = []
+        if self.elr_enabled:
+            for tp, p in self.partitions.items():
+                if (broker_id in p.isr or p.leader == broker_id) and self._change(
+                        tp, p, [r for r in p.isr if r != broker_id], ISR_ORIGIN_BROKER_FAILURE,
+                        lambda r: r in live):
+                    changed.append(tp)
+            return self._fan_out(changed)
         for tp, p in self.partitions.items():
             if broker_id not in p.replicas:
                 continue
@@ -246,9 +283,75 @@ class Controller:
             self.stats.unclean_elections += 1
             p.leader_recovery_state = LEADER_RECOVERY_RECOVERING
 
+    def _change(self, tp: TopicPartition, p: PartitionRegistration, target_isr: Sequence[int],
+                origin: str, acceptable: Callable[[int], bool], *,
+                unclean_shutdown: Sequence[int] = (), bump_on_shrink: bool = True) -> bool:
+        """Apply the ELR rules (:func:`~replica_core.controller.elr.partition_change`) for a
+        target ISR; True iff the leader or ISR changed (what brokers must be told).
+
+        A new leader bumps the leader epoch, and so does an ISR shrink when ``bump_on_shrink``
+        (the controller-initiated changes of this ZooKeeper-style controller); a leader or ISR
+        change bumps the partition epoch. A change of the ELR or last known leader alone is the
+        controller's own state: no epoch moves and nothing is sent — a broker ignores a
+        LeaderAndIsr without a newer leader epoch (§8.5), so a partition epoch it never saw
+        would fail its next AlterPartition (INVALID_UPDATE_VERSION). (KRaft bumps the
+        partition epoch for every change: its brokers apply metadata deltas.)"""
+        c: PartitionChange = partition_change(
+            replicas=p.replicas, leader=p.leader, isr=p.isr, elr=p.elr,
+            last_known_elr=p.last_known_elr, target_isr=target_isr,
+            min_isr=effective_min_isr(self.min_isr.get(tp.topic, 1), p.replicas),
+            acceptable=acceptable, unclean_enabled=self.unclean_enabled.get(tp.topic, False),
+            unclean_shutdown=unclean_shutdown)
+        p.elr, p.last_known_elr = c.elr, c.last_known_elr
+        leader_changed = c.leader != p.leader
+        isr_changed = set(c.isr) != set(p.isr)
+        if not (leader_changed or isr_changed):
+            return False
+        if leader_changed and p.leader != NO_LEADER and not c.has_leader:
+            self.stats.offline_partitions_events += 1
+        old = p.isr
+        shrunk = not set(old) <= set(c.isr)
+        p.leader, p.isr = c.leader, c.isr
+        self._isr_changed(tp, old, p.isr, origin)
+        if leader_changed or (shrunk and bump_on_shrink):
+            p.leader_epoch += 1
+        p.partition_epoch += 1
+        if leader_changed and c.has_leader:
+            self.stats.leader_elections += 1
+        if c.from_elr:
+            self.stats.elr_elections += 1
+        if c.unclean:
+            self.stats.unclean_elections += 1
+            p.leader_recovery_state = LEADER_RECOVERY_RECOVERING
+        return True
+
+    def _unclean_shutdown(self, broker_id: int) -> list[TopicPartition]:
+        """KIP-966 ``handleBrokerUncleanShutdown``: the broker (not yet live again) leaves the
+        ISR and ELR of every partition; leaders are elected where needed. Returns the
+        partitions whose leader or ISR changed."""
+        live = self.live_brokers - {broker_id}
+        changed = []
+        found = False
+        for tp, p in self.partitions.items():
+            if broker_id in p.isr or broker_id in p.elr:
+                found = True
+                if self._change(tp, p, [r for r in p.isr if r != broker_id],
+                                ISR_ORIGIN_UNCLEAN_SHUTDOWN, lambda r: r in live,
+                                unclean_shutdown=(broker_id,)):
+                    changed.append(tp)
+        if found:
+            self.stats.unclean_shutdowns += 1
+        return changed
+
     def _elect_offline(self, origin: str = ISR_ORIGIN_ELECTION) -> list[TopicPartition]:
         live = self.live_brokers
         changed = []
+        if self.elr_enabled:
+            for tp, p in self.partitions.items():
+                if p.leader == NO_LEADER and self._change(tp, p, p.isr, origin,
+                                                          lambda r: r in live):
+                    changed.append(tp)
+            return changed
         for tp, p in self.partitions.items():
             if p.leader != NO_LEADER:
                 continue
@@ -268,6 +371,16 @@ class Controller:
         reg.shutting_down = True
         live = self.live_brokers
         changed = []
+        if self.elr_enabled:
+            # KRaft handleBrokerInControlledShutdown: a broker shutting down cleanly keeps its
+            # data, so it may enter the ELR (§8.6)
+            active = {b for b in live if not self.brokers[b].shutting_down}
+            for tp, p in self.partitions.items():
+                if broker_id in p.isr and self._change(
+                        tp, p, [r for r in p.isr if r != broker_id],
+                        ISR_ORIGIN_CONTROLLED_SHUTDOWN, lambda r: r in active):
+                    changed.append(tp)
+            return self._fan_out(changed)
         for tp, p in self.partitions.items():
             if broker_id not in p.isr:
                 continue
@@ -289,6 +402,7 @@ class Controller:
         self, topic: str, n_partitions: int, replication_factor: int, *,
         assignment: Sequence[Sequence[int]] | None = None, unclean_leader_election: bool = False,
         start_index: int = 0, partition_ids: Sequence[int] | None = None,
+        min_insync_replicas: int = 1,
     ) -> Outbox:
         """New partitions: leader = first live replica, ISR = live replicas, epoch 0 (§8.2).
 
@@ -301,6 +415,7 @@ class Controller:
             assignment = assign_replicas(n_partitions, replication_factor, brokers,
                                          start_index=start_index)
         self.unclean_enabled[topic] = unclean_leader_election
+        self.min_isr[topic] = int(min_insync_replicas)
         live = self.live_brokers
         created = []
         ids = range(len(assignment)) if partition_ids is None else partition_ids
@@ -358,17 +473,31 @@ class Controller:
             ):
                 err = Errors.INVALID_REQUEST
             elif err == Errors.NONE:
+                # KIP-903: a joining member must be registered, unfenced, not shutting down,
+                # and carry its current broker epoch (−1: not checked, AlterPartition < v3)
                 added = set(item.new_isr) - set(p.isr)
-                epochs = dict(zip(item.new_isr, item.broker_epochs, strict=False)) if item.broker_epochs else {}
-                for r in added:
+                epochs = dict(item.new_isr_with_epochs)
+                for r in sorted(added):
                     b = self.brokers.get(r)
                     if b is None or not b.alive or b.shutting_down or (
-                        r in epochs and epochs[r] not in (-1, b.epoch)
+                        epochs.get(r, -1) not in (-1, b.epoch)
                     ):
                         err = Errors.INELIGIBLE_REPLICA
                         break
             if err != Errors.NONE:
                 results.append(AlterPartitionResult(item.tp, err))
+                continue
+            if self.elr_enabled:
+                active = {b for b, r in self.brokers.items() if r.alive and not r.shutting_down}
+                self._change(item.tp, p, item.new_isr, ISR_ORIGIN_ALTER_PARTITION,
+                             active.__contains__, bump_on_shrink=False)
+                if p.partition_epoch == item.partition_epoch:
+                    p.partition_epoch += 1  # an accepted request is a change (the leader's epoch)
+                p.leader_recovery_state = item.leader_recovery_state
+                self.stats.isr_changes += 1
+                results.append(AlterPartitionResult(
+                    item.tp, Errors.NONE, p.leader, p.leader_epoch, p.isr, p.partition_epoch,
+                    p.leader_recovery_state))
                 continue
             old = p.isr
             p.isr = tuple(item.new_isr)

@@ -81,6 +81,7 @@ class FetcherConfig:
     wait_max_ms: int = 500                      # replica.fetch.wait.max.ms
     backoff_ms: int = 1000                      # replica.fetch.backoff.ms
     num_fetchers: int = 1                       # num.replica.fetchers
+    isr_broker_epochs: bool = True              # fetches carry the broker epoch (KIP-903)
 
     _PROPERTIES: ClassVar[dict[str, str]] = {
         "replica.fetch.max.bytes": "fetch_max_bytes",
@@ -111,7 +112,8 @@ class FetcherConfig:
         if isinstance(config, ReplicaConfig):
             return cls(config.replica_fetch_max_bytes, config.replica_fetch_response_max_bytes,
                        config.replica_fetch_min_bytes, config.replica_fetch_wait_max_ms,
-                       config.replica_fetch_backoff_ms, config.num_replica_fetchers)
+                       config.replica_fetch_backoff_ms, config.num_replica_fetchers,
+                       config.isr_broker_epochs)
         raise TypeError(f"a fetcher config is a FetcherConfig, a ReplicaConfig or a mapping of "
                         f"Kafka property names, not {type(config).__name__}")
 
@@ -401,6 +403,10 @@ class ReplicaFetcher:
 
     @property
     def broker_epoch(self) -> int:
+        """The broker epoch a fetch carries (KIP-903); −1 when the broker's ReplicaConfig
+        models a metadata version before 3.5-IV1 (``isr_broker_epochs=False``)."""
+        if not self.config.isr_broker_epochs:
+            return -1
         return int(self.replica_manager.broker_epoch)
 
     def __repr__(self) -> str:

@@ -5,10 +5,11 @@ rest), ``magic int8``, ``attributes int8`` (bits 0-2 codec, bit 3 LogAppendTime 
 ``timestamp int64`` (v1 only), ``key`` and ``value`` as int32-length-prefixed bytes (-1 = null)
 (``LegacyRecord.java``). A compressed entry is a wrapper whose value is a compressed message
 set; its offset is the offset of the LAST inner message. Inner offsets are absolute in v0 and
-relative (0..n-1) in v1, where the absolute offset is ``wrapper - last_inner + inner`` (unless
-that base is negative, as in a client's unassigned wrapper); a v1
-LogAppendTime wrapper gives every inner record its own timestamp
-(``AbstractLegacyRecordBatch.DeepRecordsIterator``).
+relative in v1 (KIP-31), where the absolute offset is ``wrapper - last_inner + inner``; a v1
+wrapper at offset 0 (a client's, unassigned) takes base 0, and a non-zero wrapper offset below
+the last inner one is invalid; a v1 LogAppendTime wrapper gives every inner record its own
+timestamp (``AbstractLegacyRecordBatch.DeepRecordsIterator``). A v1 entry's max timestamp is
+its own (wrapper) message's timestamp.
 """
 from __future__ import annotations
 
@@ -192,6 +193,9 @@ class LegacyBatch:
 
     @property
     def max_timestamp(self) -> int:
+        """The entry's own (wrapper) message timestamp, −1 for v0 (``maxTimestamp()`` of
+        ``AbstractLegacyRecordBatch``); for a broker-written CreateTime wrapper it is the largest
+        inner timestamp, for a LogAppendTime one the append time every inner record carries."""
         return self._message().timestamp
 
     @property
@@ -253,11 +257,17 @@ class LegacyBatch:
             p += inner.size
         if not entries:
             raise InvalidRecordError("Found invalid compressed record set with no inner records")
-        # v1 inner offsets are relative unless that would make them negative (a client's
-        # wrapper carries offset 0 until the broker assigns one): absoluteBaseOffset >= 0.
-        base = msg.offset - entries[-1].offset if msg.magic > 0 else 0
-        if base < 0:
-            base = 0
+        # KIP-31: v1 inner offsets are relative to a base the wrapper's (last) offset gives;
+        # a wrapper offset of 0 (a client's, before the broker assigns one) means base 0, any
+        # other below the last inner offset is invalid (DeepRecordsIterator).
+        base = 0
+        if msg.magic > 0 and msg.offset != 0:
+            if msg.offset < entries[-1].offset:
+                raise InvalidRecordError(
+                    "Found invalid wrapper offset in compressed v1 message set, wrapper offset "
+                    f"'{msg.offset}' is less than the last inner message offset "
+                    f"'{entries[-1].offset}' and it is not zero.")
+            base = msg.offset - entries[-1].offset
         log_append = msg.magic > 0 and bool(msg.attributes & ATTR_LOG_APPEND_TIME)
         out = []
         for e in entries:

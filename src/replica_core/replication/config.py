@@ -31,6 +31,15 @@ class ReplicaConfig:
     ``truncate_on_fetch`` is the inter-broker protocol's ``isTruncationOnFetchSupported`` (IBP
     ≥ 2.7, KIP-595's diverging epochs in fetch responses); False models IBP 2.0–2.6, where a new
     follower starts Truncating from its high watermark.
+
+    ``eligible_leader_replicas_enable`` is Kafka's ``eligible.leader.replicas.enable`` (KIP-966,
+    §8.6), read by the controller. Off by default here (Kafka 4.1 turns it on for new clusters)
+    so that existing scenarios keep their meaning. ``isr_broker_epochs`` is replica_core's
+    switch for KIP-903 (metadata.version ≥ 3.5-IV1, on in Kafka ≥ 3.5): followers send their
+    broker epoch in Fetch (v15 ``ReplicaState``), the leader ignores a fetch from an older
+    incarnation and puts each proposed member's epoch in AlterPartition (v3 ``BrokerState``),
+    and the controller refuses a stale one with INELIGIBLE_REPLICA. False models older metadata
+    versions: every epoch is sent as −1, which nobody can check.
     """
 
     replica_lag_time_max_ms: int = 30_000
@@ -52,6 +61,8 @@ class ReplicaConfig:
     max_incremental_fetch_session_cache_slots: int = 1_000
     truncation: str = TRUNCATION_LEADER_EPOCH
     truncate_on_fetch: bool = True
+    eligible_leader_replicas_enable: bool = False
+    isr_broker_epochs: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):

@@ -175,6 +175,14 @@ class ListOffsetsResult(NamedTuple):
 
 
 # --- AlterPartition (leader -> controller, §6.5-6.7) ------------------------------------------
+class BrokerState(NamedTuple):
+    """One proposed ISR member in AlterPartition v3 (``NewIsrWithEpochs``, KIP-903): its id and
+    the broker epoch the leader last saw from it (−1: not checked)."""
+
+    broker_id: int
+    broker_epoch: int = -1
+
+
 @dataclass(frozen=True, slots=True)
 class AlterPartitionItem:
     tp: TopicPartition
@@ -183,6 +191,13 @@ class AlterPartitionItem:
     partition_epoch: int
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
     broker_epochs: tuple[int, ...] = ()
+    """Parallel to ``new_isr`` (v3); empty as in versions before 3 (every epoch −1)."""
+
+    @property
+    def new_isr_with_epochs(self) -> tuple[BrokerState, ...]:
+        """The proposal as AlterPartition v3 carries it (v0–2 read as epoch −1 for all)."""
+        epochs = self.broker_epochs or (-1,) * len(self.new_isr)
+        return tuple(BrokerState(b, e) for b, e in zip(self.new_isr, epochs, strict=False))
 
 
 @dataclass(frozen=True, slots=True)

@@ -547,10 +547,16 @@ class Partition:
         return tuple(b for b in self.replicas if b in ids)
 
     def _submit(self, new_isr: tuple[int, ...], shrunk: tuple[int, ...]) -> AlterPartitionItem:
+        """Send the proposal: AlterPartition v3 carries each member's broker epoch (KIP-903,
+        the follower's from its last fetch); without ``isr_broker_epochs`` every epoch is −1
+        (versions before 3, which the controller cannot check)."""
         table = self.table
         epochs = []
+        with_epochs = self.config.isr_broker_epochs
         for b in new_isr:
-            if b == self.broker_id:
+            if not with_epochs:
+                epochs.append(-1)
+            elif b == self.broker_id:
                 epochs.append(int(self._broker_epoch()))
             else:
                 r = self._slot_of.get(b, -1)

@@ -79,6 +79,9 @@ class ProduceResponse:
 @dataclass(frozen=True, slots=True)
 class RegisterBroker:
     broker_id: int
+    previous_broker_epoch: int = -1
+    """KIP-966 ``PreviousBrokerEpoch``: the epoch in the clean-shutdown markers at startup (−1
+    after an unclean shutdown); a running process registering again sends its current one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +357,7 @@ class SimBroker:
         self.crash_mode: str | None = None
         self.incarnation = 0
         self.broker_epoch = -1
+        self.boot_broker_epoch = -1
         self.registered = False
         self.lm: LogManager | None = None
         self.rm: ReplicaManager | None = None
@@ -363,6 +367,8 @@ class SimBroker:
         self._fsyncs_seen = 0  # the medium's fsync count at the last fsync_wait_ms
         self._tick_timer: Any = None
         self._tick_at = -1
+        self._file_deletion_timer: Any = None
+        self._file_deletion_at = -1
         self._hb_timer: Any = None
         self._parked_produce: dict[int, Callable[[Any, int], None]] = {}
         self._produce_seq = 0
@@ -383,7 +389,9 @@ class SimBroker:
         self.medium.makedirs(self.log_dir)
         lm = LogManager([self.log_dir], cluster.log_config, medium=self.medium,
                         clock=self.loop.clock, topic_configs=cluster.topic_log_configs,
-                        rng=cluster.storage_rng(self.broker_id, self.incarnation))
+                        rng=cluster.storage_rng(self.broker_id, self.incarnation),
+                        **cluster.log_manager_settings)
+        self.boot_broker_epoch = lm.read_broker_epoch_from_clean_shutdown_files()
         lm.startup()
         rm = ReplicaManager(self.broker_id, lm, cluster.replica_config, clock=self.loop.clock,
                             alter_partition=self._send_alter_partition, broker_epoch=-1,
@@ -415,9 +423,12 @@ class SimBroker:
             if first:
                 self._schedule_heartbeat()
                 self._schedule_flusher()
+                self._schedule_retention()
             self._schedule_tick()
 
-        self.network.request(self.broker_id, CONTROLLER_NODE, RegisterBroker(self.broker_id), 64,
+        previous = self.broker_epoch if self.broker_epoch >= 0 else self.boot_broker_epoch
+        self.network.request(self.broker_id, CONTROLLER_NODE,
+                             RegisterBroker(self.broker_id, previous), 64,
                              on_answer, timeout_ms=self.cluster.controller_timeout_ms)
 
     def _register_if(self, inc: int) -> None:
@@ -445,10 +456,10 @@ class SimBroker:
         self.alive = False
         self.crash_mode = mode
         self.incarnation += 1
-        for timer in (self._tick_timer, self._hb_timer):
+        for timer in (self._tick_timer, self._hb_timer, self._file_deletion_timer):
             if timer is not None:
                 timer.cancel()
-        self._tick_timer = self._hb_timer = None
+        self._tick_timer = self._hb_timer = self._file_deletion_timer = None
         if self.fetcher_manager is not None:
             for fetcher in self.fetcher_manager.fetchers.values():
                 fetcher.shutdown()  # the process is gone: no thread runs on
@@ -483,6 +494,17 @@ class SimBroker:
     def restart(self) -> None:
         """Start again after a crash: log recovery, registration, LeaderAndIsr."""
         self.start()
+
+    def wipe_log_dir(self) -> None:
+        """A new, empty disk for a stopped broker (a disk replacement): no logs, checkpoints
+        or clean-shutdown marker survive."""
+        if self.alive:
+            raise ValueError(f"broker {self.broker_id} must be stopped before its disk is replaced")
+        if self.storage == "memory":
+            self.medium = MemoryMedium()
+        else:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+        self.cluster.trace("replace_disk", self.broker_id)
 
     def close(self) -> None:
         """Release a disk broker's temporary directory."""
@@ -725,6 +747,49 @@ class SimBroker:
             self.loop.call_later(interval, run)
 
         self.loop.call_later(interval, run)
+
+    def _schedule_retention(self) -> None:
+        """Kafka's ``kafka-log-retention`` task: the LogManager's retention check
+        ``log.initial.task.delay.ms`` after start, then every
+        ``log.retention.check.interval.ms``, on the simulated clock."""
+        lm = self.lm
+        if lm is None:
+            return
+        inc = self.incarnation
+
+        def run() -> None:
+            if inc != self.incarnation or not self.alive or self.lm is None:
+                return
+            deleted = self.lm.cleanup_logs()
+            if deleted:
+                self.cluster.trace("retention", self.broker_id, deleted)
+                self._schedule_file_deletion()
+            self.loop.call_later(self.lm.retention_check_interval_ms, run)
+
+        self.loop.call_later(lm.initial_task_delay_ms, run)
+
+    def _schedule_file_deletion(self) -> None:
+        """Remove retention's ``.deleted`` files when ``file.delete.delay.ms`` has passed
+        (Kafka's ``delete-file`` tasks); one timer, at the earliest due time."""
+        lm = self.lm
+        due = None if lm is None else lm.next_file_deletion_ms()
+        if due is None:
+            return
+        if self._file_deletion_timer is not None:
+            if self._file_deletion_at <= due:
+                return
+            self._file_deletion_timer.cancel()
+        inc = self.incarnation
+
+        def run() -> None:
+            self._file_deletion_timer = None
+            if inc != self.incarnation or not self.alive or self.lm is None:
+                return
+            self.lm.delete_due_files()
+            self._schedule_file_deletion()
+
+        self._file_deletion_at = max(due, self.loop.now)
+        self._file_deletion_timer = self.loop.call_at(self._file_deletion_at, run)
 
     # ---- time-driven work -----------------------------------------------------------------------
     def _schedule_tick(self) -> None:

@@ -85,6 +85,11 @@ CLIENT_KEYS = {
     "delivery.timeout.ms": "delivery_timeout_ms",
     "request.timeout.ms": "request_timeout_ms",
 }
+LOG_MANAGER_KEYS = {
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "log.initial.task.delay.ms": "initial_task_delay_ms",
+}
+"""Broker settings of the LogManager's scheduled work (retention), routed to ``log_manager``."""
 SIM_LOG_DEFAULTS = {"segment.index.bytes": 8192}
 SCRIPT_CLIENT = 999
 """Network node of the client behind :meth:`Cluster.produce`."""
@@ -172,12 +177,23 @@ class ProduceHandle:
         return f"ProduceHandle({self.tp}, {state})"
 
 
+def _config_int(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidConfigurationError(f"Invalid value {value!r} for configuration {key}")
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidConfigurationError(
+            f"Invalid value {value!r} for configuration {key}") from None
+
+
 def split_configs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Route dotted keys to the layers that know them: ``replica``, ``log``, ``controller``,
     ``client``; a key no layer knows raises InvalidConfigurationError."""
     replica_names = set(ReplicaConfig().to_properties())
     log_names = set(LogConfig.config_names()) | set(LogConfig.synonym_names())
-    out: dict[str, dict[str, Any]] = {"replica": {}, "log": {}, "controller": {}, "client": {}}
+    out: dict[str, dict[str, Any]] = {"replica": {}, "log": {}, "controller": {}, "client": {},
+                                      "log_manager": {}}
     for key, value in config.items():
         known = False
         if key in replica_names:
@@ -191,6 +207,9 @@ def split_configs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             known = True
         if key in CLIENT_KEYS:
             out["client"][CLIENT_KEYS[key]] = int(value)
+            known = True
+        if key in LOG_MANAGER_KEYS:
+            out["log_manager"][LOG_MANAGER_KEYS[key]] = _config_int(key, value)
             known = True
         if not known:
             raise InvalidConfigurationError(f"unknown configuration {key!r}")
@@ -207,6 +226,9 @@ def configs_in_force(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     routed = split_configs(config)
     replica = ReplicaConfig.from_properties(routed["replica"]).to_properties()
     replica.pop("truncation", None)  # the simulator's mode, not a Kafka config
+    log_manager = log_manager_settings(routed["log_manager"])
+    for key, attr in LOG_MANAGER_KEYS.items():
+        replica[key] = log_manager[attr]
     log_props = routed["log"]
     if not any(k in log_props for k in ("segment.index.bytes", "log.index.size.max.bytes")):
         log_props = {**SIM_LOG_DEFAULTS, **log_props}
@@ -229,6 +251,27 @@ def configs_in_force(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
     return {"broker": dict(sorted(replica.items())), "log": dict(sorted(log.items())),
             "controller": controller, "producer": producer}
+
+
+def log_manager_settings(routed: Mapping[str, int]) -> dict[str, int]:
+    """The LogManager's scheduling settings in force (Kafka's defaults for those not set);
+    out-of-range values raise InvalidConfigurationError naming the key."""
+    from replica_core.storage.log_manager import (
+        DEFAULT_INITIAL_TASK_DELAY_MS,
+        DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+    )
+
+    out = {"retention_check_interval_ms": DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+           "initial_task_delay_ms": DEFAULT_INITIAL_TASK_DELAY_MS, **routed}
+    if out["retention_check_interval_ms"] < 1:
+        raise InvalidConfigurationError(
+            f"Invalid value {out['retention_check_interval_ms']} for configuration "
+            "log.retention.check.interval.ms: Value must be at least 1")
+    if out["initial_task_delay_ms"] < 0:
+        raise InvalidConfigurationError(
+            f"Invalid value {out['initial_task_delay_ms']} for configuration "
+            "log.initial.task.delay.ms: Value must be at least 0")
+    return out
 
 
 FETCH_METRICS = (
@@ -362,7 +405,7 @@ class ControllerNode:
                 outbox = ctrl.broker_failed(b)
                 self._declared_dead(b)
                 self._after_change(outbox)
-            outbox = ctrl.register_broker(b, now)
+            outbox = ctrl.register_broker(b, now, previous_broker_epoch=msg.previous_broker_epoch)
             self._gen += 1
             self.channels[b] = _Channel(self._gen)
             respond(RegisterResponse(ctrl.brokers[b].epoch), 16)
@@ -446,7 +489,8 @@ class ControllerNode:
         outbox = self.controller.create_topic(name, partitions, replication_factor,
                                               assignment=assignment,
                                               unclean_leader_election=unclean,
-                                              partition_ids=partition_ids)
+                                              partition_ids=partition_ids,
+                                              min_insync_replicas=min_isr)
         ids = range(partitions) if partition_ids is None else partition_ids
         tps = [TopicPartition(name, p) for p in ids]
         rf = len(self.controller.partitions[tps[0]].replicas)
@@ -575,6 +619,8 @@ class Cluster:
         self.delivery_timeout_ms = client.get("delivery_timeout_ms", 120_000)
         self.replica_socket_timeout_ms = self.replica_config.replica_socket_timeout_ms
         self.processing_base_ms = float(processing_base_ms)
+        self.log_manager_settings = log_manager_settings(routed["log_manager"])
+        """``log.retention.check.interval.ms`` / ``log.initial.task.delay.ms`` of every broker."""
         flush_ms = min([int(cfg.flush_ms) for cfg in [self.log_config]])
         scheduler = self.config.get("log.flush.scheduler.interval.ms")
         if scheduler is not None:  # Kafka's log flusher period (LogManager flushCheckMs)
@@ -591,6 +637,8 @@ class Cluster:
         self.unclean_elections: dict[int, list[int]] = {}
         self.leadership_events: list[tuple[int, int, int, int]] = []
         self.power_failures: dict[int, list[int]] = {}
+        self.disk_replacements: dict[int, list[int]] = {}
+        """Loop ms of each broker's disk replacements (for loss attribution)."""
         self.crashes = 0
         self.restarts = 0
         self.fault_log: list[tuple[int, str, str, tuple[int, ...]]] = []
@@ -609,7 +657,9 @@ class Cluster:
                                                        3 * self.replica_config.replica_lag_time_max_ms))
         self.checker.leadership_listeners.append(
             lambda broker, tps: self.client_view.refresh_tps(tps))
-        self.controller = Controller(session_timeout_ms=self.session_timeout_ms)
+        self.controller = Controller(
+            session_timeout_ms=self.session_timeout_ms,
+            eligible_leader_replicas=self.replica_config.eligible_leader_replicas_enable)
         self.controller_node = ControllerNode(self, self.controller)
         self._isolated: list[int] = []
         self._cuts: list[tuple[frozenset[int], frozenset[int]]] = []
@@ -829,6 +879,17 @@ class Cluster:
         for tp in b.rm.partitions() if b.rm is not None else ():
             self.checker.suspect(tp)
 
+    def replace_disk(self, broker: int) -> None:
+        """A disk replacement: the broker stops (a process crash if it runs), comes back with
+        an empty data directory and starts again at once — registering with no previous broker
+        epoch, as a stale replica whose old fetches may still be in flight (KIP-903)."""
+        b = self.brokers[broker]
+        if b.alive:
+            self.crash(broker, "process")
+        b.wipe_log_dir()
+        self.disk_replacements.setdefault(broker, []).append(self.loop.now)
+        self.restart(broker)
+
     def isolate(self, broker: int) -> None:
         """Cut every link to and from a broker (it keeps running)."""
         if broker not in self._isolated:
@@ -978,4 +1039,5 @@ def quiet_logs(level: int = logging.CRITICAL) -> Callable[[], None]:
 
 
 __all__ = ["FETCH_METRICS", "Cluster", "ControllerNode", "PartitionState", "ProduceHandle",
-           "ReplicaState", "SCRIPT_CLIENT", "configs_in_force", "quiet_logs", "split_configs"]
+           "ReplicaState", "SCRIPT_CLIENT", "configs_in_force", "log_manager_settings", "quiet_logs",
+           "split_configs"]

@@ -18,6 +18,8 @@ Every fault model is explicit and named (TigerBeetle's VOPR):
 ``bit_flip``, ``lose_fsync``,   storage faults (:mod:`replica_core.sim.storage_faults`; also
 ``restore_fsync``               ``crash`` power + ``torn_write`` / ``bit_flips``, ``slow``
                                 mode ``fsync``)
+``replace_disk``                the broker stops (if running), gets an empty data directory and
+                                starts again at once (KIP-903's stale replica)
 =============================  ==============================================================
 
 Random faults (per broker unless noted), drawn once from the seed before the run, as Poisson
@@ -237,6 +239,8 @@ class FaultInjector:
             c.slow(self._one(p), 1.0, "all")
         elif kind == "flush":
             c.flush(self._one(p))
+        elif kind == "replace_disk":
+            c.replace_disk(self._one(p))
         elif kind == "drop_controller_messages":
             c.drop_controller_messages(None if b is None else [b])
         elif kind == "restore_controller_messages":

@@ -60,7 +60,7 @@ _NO_ROWS = np.zeros((0, _COL_NCOLS), dtype=np.int64)
 LogScan = tuple[np.ndarray, list[Any], list[int]]
 
 LOSS_CAUSES = ("unclean_election", "power_failure", "acks_1", "high_watermark_truncation",
-               "unexplained")
+               "stale_replica_rejoined", "unexplained")
 
 
 class InvariantViolation(AssertionError):
@@ -136,6 +136,15 @@ def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
 def _int64(v: int) -> int:
     """``v`` wrapped to int64 (two's complement), as the numpy row arithmetic does."""
     return (v + 2**63) % 2**64 - 2**63
+
+
+def _from_common_start(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both logs' batches from the later of their first base offsets: retention deletes whole
+    segments on each replica on its own schedule, so only what both still hold is compared."""
+    if not len(a) or not len(b):
+        return a, b
+    start = max(int(a[0, _COL_BASE]), int(b[0, _COL_BASE]))
+    return a[a[:, _COL_BASE] >= start], b[b[:, _COL_BASE] >= start]
 
 
 def _offsets_below(headers: np.ndarray, limit: int) -> list[list[int]]:
@@ -335,7 +344,8 @@ class InvariantChecker:
     # ---- durability --------------------------------------------------------------------------
     def check_durability(self, tp: TopicPartition, log: Any, broker_id: int) -> int:
         """Every acknowledged batch of ``tp`` still un-lost must be in ``log``; returns the
-        number of batches newly found lost (counted and classified)."""
+        number of batches newly found lost (counted and classified). A batch wholly below the
+        log start offset was removed by retention (or DeleteRecords): expired, not lost."""
         cluster = self.cluster
         pid = cluster.tp_ids.get(tp)
         entries = self.ledger.entries.get(pid) if pid is not None else None
@@ -345,11 +355,14 @@ class InvariantChecker:
         headers, files, starts = self._batches(broker_id, tp, log)
         where = {b: k for k, b in enumerate(headers[:, _COL_BASE].tolist())}
         leo = log.log_end_offset
+        log_start = log.log_start_offset
         newly = 0
         for e in entries:
             if e[6]:
                 continue
             base, count, digest = e[0], e[1], e[2]
+            if base + count <= log_start:
+                continue  # expired
             k = where.get(base)
             ok = False
             if k is not None and base + count <= leo:
@@ -381,7 +394,8 @@ class InvariantChecker:
         """Why an acknowledged batch is gone: an unclean election; power failures (on the
         leader that lacks it — it lost its unflushed copy and was still the rightful leader —
         or on at least as many replicas as held it at the ack); acks=1; pre-KIP-101 HW
-        truncation; otherwise unexplained (a bug)."""
+        truncation; a leader whose disk was replaced after the ack, with KIP-903's broker-epoch
+        checks off; otherwise unexplained (a bug)."""
         cluster = self.cluster
         ack_ms = entry[3]
         if any(t >= ack_ms for t in cluster.unclean_elections.get(pid, ())):
@@ -395,6 +409,11 @@ class InvariantChecker:
             return "acks_1"
         if cluster.truncation == "high_watermark":
             return "high_watermark_truncation"
+        replaced = getattr(cluster, "disk_replacements", {}).get(leader, ())
+        if any(t >= ack_ms for t in replaced) and not cluster.replica_config.isr_broker_epochs:
+            # KIP-903 off: the leader lacking it lost its disk after the ack and got back into
+            # the ISR on a fetch from its previous incarnation
+            return "stale_replica_rejoined"
         return "unexplained"
 
     def _note_loss(self, tp: TopicPartition, pid: int, entry: list[int], cause: str,
@@ -485,7 +504,8 @@ class InvariantChecker:
             limit = min(hw, lg.log_end_offset)
             frows = self._batches(b, tp, lg)[0]
             self._check_rows(tp, b, frows, limit)
-            if not _kernels.agree_below(lrows, frows, limit):
+            la, fa = _from_common_start(lrows, frows)
+            if not _kernels.agree_below(la, fa, limit):
                 ok = False
                 if tp not in self.diverged:
                     self.diverged.add(tp)
@@ -495,8 +515,8 @@ class InvariantChecker:
                                         self._storage_explains(leader_id, tp)):
                     self.fail("isr_agree_below_hw",
                               f"{tp}: ISR follower {b} disagrees with leader {leader_id} below "
-                              f"HW {hw}: leader batches {_offsets_below(lrows, limit)} vs "
-                              f"follower {_offsets_below(frows, limit)}")
+                              f"HW {hw}: leader batches {_offsets_below(la, limit)} vs "
+                              f"follower {_offsets_below(fa, limit)}")
         return ok
 
     def _storage_explains(self, broker_id: int, tp: TopicPartition) -> bool:

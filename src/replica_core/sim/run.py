@@ -515,7 +515,7 @@ def verdict(summary: Mapping[str, Any]) -> dict[str, Any]:
         line = "FAIL: " + "; ".join(r["detail"] for r in failed_rows) + \
             f" ({len(rows) - len(failed_rows)}/{len(rows)} invariants held)"
         if causes and set(causes) <= {"unclean_election", "power_failure", "acks_1",
-                                      "high_watermark_truncation"}:
+                                      "high_watermark_truncation", "stale_replica_rejoined"}:
             line += "; every loss is explained by the configuration or the faults"
     return {"ok": ok, "line": line, "invariants": rows}
 

@@ -40,7 +40,8 @@ consumer_poll_ms = 1000
 at_s = 30
 kind = "crash"                       # crash | shutdown | restart | isolate | unisolate | partition |
 broker = 1                           # heal_partition | heal | slow | unslow | flush |
-mode = "process"                     # drop_controller_messages | restore_controller_messages
+mode = "process"                     # drop_controller_messages | restore_controller_messages |
+                                     # replace_disk (restart with an empty data directory)
                                      # mode: crash → process | power; slow → fetch | disk | fsync | all
 # factor = 1000.0                    # slow: service-time multiplier
 # brokers = [1, 2]                   # partition: one side (the other: everyone else)
@@ -98,10 +99,10 @@ from replica_core.errors import InvalidConfigurationError
 FAULT_KINDS = frozenset({
     "crash", "restart", "isolate", "unisolate", "partition", "heal_partition", "heal", "slow",
     "unslow", "drop_controller_messages", "restore_controller_messages", "flush", "shutdown",
-    "bit_flip", "lose_fsync", "restore_fsync",
+    "bit_flip", "lose_fsync", "restore_fsync", "replace_disk",
 })
 NEEDS_BROKER = frozenset({"crash", "restart", "isolate", "unisolate", "slow", "unslow", "flush",
-                          "shutdown", "bit_flip", "lose_fsync", "restore_fsync"})
+                          "shutdown", "bit_flip", "lose_fsync", "restore_fsync", "replace_disk"})
 SLOW_MODES = frozenset({"process", "all", "fetch", "disk", "fsync"})
 STORAGE_FAULT_KEYS = ("torn_write", "bit_flips", "topic", "partition", "segment", "file", "bit")
 """Fault keys of the storage faults (sim/storage_faults.py); None when not given."""

@@ -33,6 +33,7 @@ from replica_core.storage.dump_decoders import (
     MessageParser,
     RecordDecoder,
     control_record_text,
+    decoder_class_parser,
     parser_for,
 )
 from replica_core.storage.index_extent import IndexExtent, read_written_entries
@@ -145,15 +146,7 @@ def _timestamp_type(magic: int, attributes: int) -> str:
     return "LogAppendTime" if attributes & 0x08 else "CreateTime"
 
 
-def _legacy_max_timestamp(buf: Any, h: np.ndarray) -> int:
-    """A v1 entry's timestamp (its batch's max timestamp, ``AbstractLegacyRecordBatch``), read
-    from the message at ``position + 18``; -1 for v0."""
-    if int(h[COL_MAGIC]) != 1 or int(h[COL_SIZE]) < 26:
-        return -1
-    return struct.unpack_from(">q", buf, int(h[COL_POSITION]) + 18)[0]
-
-
-def _batch_line(h: np.ndarray, last: int, position: int, legacy_max_ts: int = -1) -> str:
+def _batch_line(h: np.ndarray, last: int, position: int) -> str:
     magic = int(h[COL_MAGIC])
     attrs = int(h[COL_ATTRIBUTES])
     if magic >= 2:
@@ -171,10 +164,9 @@ def _batch_line(h: np.ndarray, last: int, position: int, legacy_max_ts: int = -1
             f"isTransactional: {_java_bool(bool(attrs & 0x10))} "
             f"isControl: {_java_bool(bool(attrs & 0x20))} deleteHorizonMs: {horizon}"
         )
-        max_ts = int(h[COL_MAX_TIMESTAMP])
     else:
         head = f"offset: {last}"
-        max_ts = legacy_max_ts
+    max_ts = int(h[COL_MAX_TIMESTAMP])   # a v1 entry's is its message's timestamp (the kernel)
     return (
         f"{head} position: {position} {_timestamp_type(magic, attrs)}: {max_ts} "
         f"size: {int(h[COL_SIZE])} magic: {magic} compresscodec: {_CODECS.get(attrs & 0x07, 'unknown')} "
@@ -301,7 +293,7 @@ def _dump_log(path: str, out: IO[str], err: IO[str], state: _DumpState, *, deep:
         for i in range(len(headers)):
             h = headers[i]
             pos = int(h[COL_POSITION])
-            out.write(_batch_line(h, int(last[i]), pos, _legacy_max_timestamp(f.buf, h)) + "\n")
+            out.write(_batch_line(h, int(last[i]), pos) + "\n")
             if not deep:
                 continue
             attrs = int(h[COL_ATTRIBUTES])
@@ -395,19 +387,11 @@ def _sanity_check(path: str, time_index: bool) -> str | None:
     return None
 
 
-def _fill_legacy_max_timestamps(buf: Any, headers: np.ndarray) -> None:
-    """Set ``COL_MAX_TIMESTAMP`` of v1 entries to the message timestamp (a v1 batch's max
-    timestamp in Kafka), whatever the scan kernel left there."""
-    for r in np.flatnonzero(headers[:, COL_MAGIC] == 1).tolist():
-        headers[r, COL_MAX_TIMESTAMP] = _legacy_max_timestamp(buf, headers[r])
-
-
 def _segment_headers(log_path: str) -> tuple[np.ndarray, np.ndarray]:
     if not os.path.exists(log_path):
         return np.empty((0, 15), dtype=np.int64), np.empty(0, dtype=np.int64)
     with _Bytes(log_path) as f:
         headers, _, _ = _scan(f.buf, f.size, False)
-        _fill_legacy_max_timestamps(f.buf, headers)
     return headers, last_offsets(headers)
 
 
@@ -614,6 +598,9 @@ def _dump_one(path: str, out: IO[str], err: IO[str], state: _DumpState, *, deep:
         state.failed = True
 
 
+_STRING_DECODER = "org.apache.kafka.tools.api.StringDecoder"
+
+
 def _build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="replica-core dump-log",
@@ -635,6 +622,14 @@ def _build_parser() -> argparse.ArgumentParser:
                           help="__transaction_state: transactional ids and their metadata")
     decoders.add_argument("--cluster-metadata-decoder", action="store_true",
                           help="KRaft __cluster_metadata records as JSON")
+    classes = p.add_argument_group(
+        "decoder classes", "otherwise keys and values go through these (Kafka's "
+        "org.apache.kafka.tools.api StringDecoder, IntegerDecoder or LongDecoder; default "
+        "StringDecoder); either option implies --print-data-log")
+    classes.add_argument("--key-decoder-class", nargs="?", const=_STRING_DECODER, default=None,
+                         metavar="CLASS")
+    classes.add_argument("--value-decoder-class", nargs="?", const=_STRING_DECODER,
+                         default=None, metavar="CLASS")
     p.add_argument("--index-sanity-check", action="store_true",
                    help="only run the startup sanity check on index files")
     p.add_argument("--verify-index-only", action="store_true",
@@ -660,8 +655,9 @@ def _decoder_of(args: argparse.Namespace) -> RecordDecoder:
 
 def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str] | None = None) -> int:
     """``replica-core dump-log FILE... [--deep-iteration] [--print-data-log] [--offsets-decoder |
-    --transaction-log-decoder | --cluster-metadata-decoder] [--index-sanity-check]
-    [--verify-index-only]``. Exit 0 on success, 1 if a file failed, 2 on usage errors."""
+    --transaction-log-decoder | --cluster-metadata-decoder | --key-decoder-class [CLASS]
+    --value-decoder-class [CLASS]] [--index-sanity-check] [--verify-index-only]``. Exit 0 on
+    success, 1 if a file failed, 2 on usage errors."""
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
@@ -677,13 +673,24 @@ def main(argv: list[str] | None = None, out: IO[str] | None = None, err: IO[str]
     out = out or sys.stdout
     err = err or sys.stderr
     decoder = _decoder_of(args)
-    print_data = args.print_data or decoder is not RecordDecoder.STRING
+    classes = (args.key_decoder_class, args.value_decoder_class)
+    print_data = (args.print_data or decoder is not RecordDecoder.STRING
+                  or any(c is not None for c in classes))
+    parser = parser_for(decoder)
+    if decoder is RecordDecoder.STRING and any(c is not None for c in classes):
+        # DumpLogSegmentsOptions.messageParser: the decoder classes serve when no topic decoder
+        try:
+            parser = decoder_class_parser(
+                *(_STRING_DECODER if c is None else c for c in classes))
+        except ValueError as e:
+            err.write(f"replica-core dump-log: error: {e}\n")
+            return 2
     state = _DumpState()
     for path in files:
         _dump_one(path, out, err, state, deep=args.deep_iteration or print_data,
                   print_data=print_data, sanity=args.index_sanity_check,
                   verify=args.verify_index_only, skip_meta=args.skip_record_metadata,
-                  max_bytes=args.max_bytes, parser=parser_for(decoder))
+                  max_bytes=args.max_bytes, parser=parser)
     _print_errors(state, err)
     return 1 if state.failed else 0
 
@@ -859,7 +866,6 @@ def _verify_segment(report: VerifyReport, part: _Partition, summary: PartitionSu
     base = _base_offset_of(log_path)
     with _Bytes(log_path) as f:
         headers, valid, stop = _scan(f.buf, f.size, True)
-        _fill_legacy_max_timestamps(f.buf, headers)
         size = f.size
     summary.bytes += size
     summary.batches += len(headers)

@@ -45,6 +45,8 @@ __all__ = [
     "MessageParser",
     "RecordDecoder",
     "control_record_text",
+    "decoder_class",
+    "decoder_class_parser",
     "metadata_record_type_name",
     "parse_cluster_metadata",
     "parse_offsets",
@@ -80,6 +82,57 @@ def parse_string(record: Record) -> tuple[str | None, str | None]:
     key = None if record.key is None else _text(record.key)
     value = None if record.value is None else _text(record.value)
     return key, value
+
+
+# --- --key-decoder-class / --value-decoder-class -------------------------------------------------
+# Kafka's org.apache.kafka.tools.api decoders (kafka.serializer before 3.x), by the text each
+# makes of a key or value. DefaultDecoder is left out: it returns the byte array itself, which
+# Kafka's tool prints as a JVM identity ("[B@1b6d3586"), different in every run.
+def _fixed_width(width: int, what: str) -> Callable[[bytes], str]:
+    def decode(data: bytes) -> str:
+        # ByteBuffer.wrap(bytes).getInt()/getLong(): the first bytes, big-endian, rest ignored
+        if len(data) < width:
+            raise DumpAbortError(
+                f"{what} cannot read {width} bytes from {len(data)} (BufferUnderflowException)")
+        return str(int.from_bytes(data[:width], "big", signed=True))
+    return decode
+
+
+DECODER_CLASSES: dict[str, Callable[[bytes], str]] = {
+    "StringDecoder": _text,
+    "IntegerDecoder": _fixed_width(4, "IntegerDecoder"),
+    "LongDecoder": _fixed_width(8, "LongDecoder"),
+}
+_DECODER_PACKAGES = ("org.apache.kafka.tools.api.", "kafka.serializer.")
+
+
+def decoder_class(name: str) -> Callable[[bytes], str]:
+    """The decoder a ``--key-decoder-class``/``--value-decoder-class`` value names (fully
+    qualified, in Kafka's current or pre-3.0 package, or the bare class name); ``ValueError``
+    naming it otherwise."""
+    short = name
+    for package in _DECODER_PACKAGES:
+        if name.startswith(package):
+            short = name[len(package):]
+            break
+    found = DECODER_CLASSES.get(short)
+    if found is None:
+        known = ", ".join(f"{_DECODER_PACKAGES[0]}{n}" for n in DECODER_CLASSES)
+        why = (" (it prints a JVM array identity, not the bytes)"
+               if short == "DefaultDecoder" else "")
+        raise ValueError(f"unsupported decoder class {name!r}{why}; supported: {known}")
+    return found
+
+
+def decoder_class_parser(key_class: str, value_class: str) -> MessageParser:
+    """``DecoderMessageParser`` with the two named decoders (null key or value: not printed)."""
+    key_decoder, value_decoder = decoder_class(key_class), decoder_class(value_class)
+
+    def parse(record: Record) -> tuple[str | None, str | None]:
+        key = None if record.key is None else key_decoder(bytes(record.key))
+        value = None if record.value is None else value_decoder(bytes(record.value))
+        return key, value
+    return parse
 
 
 # --- __consumer_offsets ----------------------------------------------------------------------

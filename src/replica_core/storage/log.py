@@ -4,11 +4,12 @@ Kafka's ``UnifiedLog`` + ``LocalLog`` without tiered storage, transactions or pr
 KAFKA_SEMANTICS §2.1-2.8 (append, roll, flush), §3.2 (read), §4.1-4.2 (truncation), §5.2 (open).
 
 Step model: Kafka's background work runs inline. Rolling flushes the old segments at once
-(Kafka schedules that flush), and deleted segments are renamed to ``.deleted`` and then removed
-immediately instead of after ``file.delete.delay.ms`` (reads here return copies of the bytes, so
-nothing can still be reading the files; a crash between the two steps leaves ``.deleted`` files,
-which the loader removes). Truncation fsyncs the cut segment and the directory so that a power
-failure cannot bring truncated batches back.
+(Kafka schedules that flush), and segments deleted by truncation are renamed to ``.deleted`` and
+then removed immediately instead of after ``file.delete.delay.ms`` (reads here return copies of
+the bytes, so nothing can still be reading the files; a crash between the two steps leaves
+``.deleted`` files, which the loader removes). Retention's deletions keep Kafka's delay: the
+owner (``LogManager``) removes the ``.deleted`` files when it is due. Truncation fsyncs the cut
+segment and the directory so that a power failure cannot bring truncated batches back.
 
 Not thread-safe: one owner calls a ``Log`` at a time (``LogManager`` loads logs in parallel, but
 each log belongs to one thread).
@@ -854,21 +855,89 @@ class Log:
             return True
         return False
 
-    def delete_old_segments(self) -> int:
-        """Delete segments wholly below the log start offset (``deleteLogStartOffsetBreachedSegments``).
+    # --- retention (storage/retention.py has the rules) --------------------------------------
+    #: (due ms, segment) of ``.deleted`` segments awaiting ``file.delete.delay.ms``
+    _pending_file_deletions: tuple[tuple[int, LogSegment], ...] = ()
 
-        Retention by time and size is not implemented. Returns the number of segments deleted.
-        """
-        deletable = []
-        for seg in self._segments:
-            nxt = self._segments.higher(seg.base_offset)
-            if nxt is None or nxt.base_offset > self._log_start_offset:
-                break
-            deletable.append(seg)
-        for seg in deletable:
-            self._segments.remove(seg.base_offset)
-        self._delete_segment_files(deletable)
+    def delete_old_segments(self) -> int:
+        """One retention check (``UnifiedLog.deleteOldSegments``): segments below the log start
+        offset, then, with the ``delete`` cleanup policy, by ``retention.bytes`` and by
+        ``retention.ms`` against the clock. Returns the number of segments deleted.
+
+        Deleted segments leave the log at once (the log start offset moves to the first kept
+        segment); their files are renamed ``.deleted`` and removed ``file.delete.delay.ms``
+        later by :meth:`delete_due_files` (at once when the delay is 0)."""
+        from replica_core.storage import retention
+
+        self._check_open()
+        config = self.config
+        total = self._delete_old_segments(
+            retention.log_start_offset_breached(self._log_start_offset))
+        if config.delete:
+            by_size = retention.retention_size_breached(self.size, int(config.retention_bytes))
+            if by_size is not None:
+                total += self._delete_old_segments(by_size)
+            by_time = retention.retention_ms_breached(self.clock.milliseconds(),
+                                                      int(config.retention_ms))
+            if by_time is not None:
+                total += self._delete_old_segments(by_time)
+        return total
+
+    def _delete_old_segments(self, predicate: Any) -> int:
+        """``deleteOldSegments(predicate)`` + ``deleteSegments``: the deletable prefix goes; when
+        that is every segment, a new active segment is rolled first (a log keeps one)."""
+        from replica_core.storage import retention
+
+        deletable = retention.deletable_segments(list(self._segments), self._leo,
+                                                 self.high_watermark, predicate)
+        if not deletable:
+            return 0
+        to_delete = deletable
+        if len(self._segments) == len(deletable):
+            new_segment = self.roll()
+            if deletable[-1].base_offset == new_segment.base_offset:
+                to_delete = deletable[:-1]  # the empty active segment was replaced by the roll
+        if to_delete:
+            following = self._segments.higher(to_delete[-1].base_offset)
+            assert following is not None  # the roll above guarantees a later segment
+            self.maybe_increment_log_start_offset(following.base_offset)
+            for seg in to_delete:
+                self._segments.remove(seg.base_offset)
+            self._delete_segment_files_async(to_delete)
         return len(deletable)
+
+    def _delete_segment_files_async(self, segments: list[LogSegment]) -> None:
+        """``LocalLog.deleteSegmentFiles(asyncDelete = true)``: rename to ``.deleted`` now,
+        remove after ``file.delete.delay.ms`` (:meth:`delete_due_files`)."""
+        delay = int(self.config.file_delete_delay_ms)
+        for seg in segments:
+            seg.close_handlers()
+            seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
+        if delay <= 0:
+            for seg in segments:
+                seg.delete()
+            return
+        due = self.clock.milliseconds() + delay
+        self._pending_file_deletions += tuple((due, seg) for seg in segments)
+
+    @property
+    def next_file_deletion_ms(self) -> int | None:
+        """When the earliest ``.deleted`` file of this log is due for removal (None: none)."""
+        pending = self._pending_file_deletions
+        return min(due for due, _ in pending) if pending else None
+
+    def delete_due_files(self) -> int:
+        """Remove the ``.deleted`` segments whose ``file.delete.delay.ms`` has passed (Kafka's
+        scheduled ``delete-file`` task); returns how many segments were removed."""
+        pending = self._pending_file_deletions
+        if not pending:
+            return 0
+        now = self.clock.milliseconds()
+        due = [seg for at, seg in pending if at <= now]
+        self._pending_file_deletions = tuple((at, seg) for at, seg in pending if at > now)
+        for seg in due:
+            seg.delete()
+        return len(due)
 
     # --- read (§3.2) --------------------------------------------------------------------
     def read(

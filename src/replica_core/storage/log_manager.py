@@ -26,7 +26,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from replica_core.errors import CorruptCheckpointError, KafkaStorageError
+from replica_core.errors import (
+    CorruptCheckpointError,
+    InvalidConfigurationError,
+    KafkaStorageError,
+)
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import Log, parse_topic_partition
@@ -46,6 +50,8 @@ RECOVERY_POINT_CHECKPOINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT_FILE = "log-start-offset-checkpoint"
 HIGH_WATERMARK_CHECKPOINT_FILE = "replication-offset-checkpoint"
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+DEFAULT_RETENTION_CHECK_INTERVAL_MS = 300_000   # log.retention.check.interval.ms
+DEFAULT_INITIAL_TASK_DELAY_MS = 30_000          # log.initial.task.delay.ms
 REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
 
 TopicPartition = tuple[str, int]
@@ -110,6 +116,8 @@ class LogManager:
         topic_configs: dict[str, Any] | None = None,
         broker_epoch: int = -1,
         rng: Any = None,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        initial_task_delay_ms: int = DEFAULT_INITIAL_TASK_DELAY_MS,
     ) -> None:
         if medium is None:
             from replica_core.storage.medium import FileMedium
@@ -130,6 +138,18 @@ class LogManager:
             raise ValueError("at least one log dir is required")
         if num_recovery_threads < 1:
             raise ValueError("num_recovery_threads must be at least 1")
+        if int(retention_check_interval_ms) < 1:
+            raise InvalidConfigurationError(
+                f"Invalid value {retention_check_interval_ms} for configuration "
+                "log.retention.check.interval.ms: Value must be at least 1")
+        if int(initial_task_delay_ms) < 0:
+            raise InvalidConfigurationError(
+                f"Invalid value {initial_task_delay_ms} for configuration "
+                "log.initial.task.delay.ms: Value must be at least 0")
+        self.retention_check_interval_ms = int(retention_check_interval_ms)
+        """``log.retention.check.interval.ms``: how often the owner calls :meth:`cleanup_logs`."""
+        self.initial_task_delay_ms = int(initial_task_delay_ms)
+        """``log.initial.task.delay.ms``: when the owner first calls it after startup."""
         self.config = config
         self.topic_configs = dict(topic_configs or {})
         self.medium = medium
@@ -171,6 +191,21 @@ class LogManager:
                 self._mark_offline(d, str(e))
         self.started = True
         return self.loads
+
+    def read_broker_epoch_from_clean_shutdown_files(self) -> int:
+        """The broker epoch the clean-shutdown markers recorded, read before :meth:`startup`
+        deletes them (Kafka's ``readBrokerEpochFromCleanShutdownFiles``, sent as the
+        registration's ``PreviousBrokerEpoch``, KIP-966): −1 unless every log dir is online
+        and holds a marker with the same epoch."""
+        epoch = -1
+        for d in self.log_dirs:
+            if d in self.offline_dirs:
+                return -1
+            found = self._marker(d).read_broker_epoch()
+            if found is None or (epoch != -1 and found != epoch):
+                return -1
+            epoch = found
+        return epoch
 
     def _marker(self, log_dir: str) -> Any:
         from replica_core.storage.checkpoint import CleanShutdownFile
@@ -423,6 +458,60 @@ class LogManager:
     def flush_dirty_logs(self) -> int:
         """The ``flush.ms`` scheduler: flush every overdue log; returns how many were flushed."""
         return sum(1 for lg in self._logs.values() if lg.flush_if_due())
+
+    # --- retention (LogManager.cleanupLogs; rules in storage/retention.py) ---------------------
+    def cleanup_logs(self) -> int:
+        """One retention check over every log (the owner calls it every
+        ``log.retention.check.interval.ms``, first ``log.initial.task.delay.ms`` after startup);
+        returns the number of segments deleted.
+
+        Logs with the ``delete`` policy get :meth:`Log.delete_old_segments` (Kafka's retention
+        task; for ``compact,delete`` logs its cleaner thread does the same); purely compacted
+        logs are the cleaner's and are left alone. The log-start-offset checkpoint of every dir
+        whose logs moved is written at once (Kafka writes it on its own schedule; a crash in
+        between only makes the loader take the first segment's base offset). An I/O error takes
+        the log's dir offline, as Kafka's ``maybeHandleIOException`` does."""
+        total = 0
+        moved: dict[str, None] = {}   # dirs in first-moved order
+        for tp, lg in list(self._logs.items()):
+            cfg = lg.config
+            if cfg.compact and not cfg.delete:
+                continue
+            log_dir = self._log_dir_of.get(tp)
+            if log_dir in self.offline_dirs:
+                continue
+            try:
+                n = lg.delete_old_segments()
+            except (OSError, KafkaStorageError) as e:
+                if log_dir is not None:
+                    self._mark_offline(log_dir, f"deleting old segments of {tp[0]}-{tp[1]}: {e}")
+                continue
+            if n:
+                total += n
+                if log_dir is not None:
+                    moved[log_dir] = None
+        for d in moved:
+            self._checkpoint_dir(d, LOG_START_OFFSET_CHECKPOINT_FILE, _LOG_START_OFFSET,
+                                 _LOG_START_ABOVE_FIRST_SEGMENT)
+        return total
+
+    def next_file_deletion_ms(self) -> int | None:
+        """When the earliest ``.deleted`` segment of any log is due (``file.delete.delay.ms``)."""
+        dues = [due for lg in self._logs.values()
+                if (due := lg.next_file_deletion_ms) is not None]
+        return min(dues) if dues else None
+
+    def delete_due_files(self) -> int:
+        """Remove every ``.deleted`` segment that is due; returns how many."""
+        total = 0
+        for tp, lg in list(self._logs.items()):
+            try:
+                total += lg.delete_due_files()
+            except OSError as e:
+                log_dir = self._log_dir_of.get(tp)
+                if log_dir is not None:
+                    self._mark_offline(log_dir, f"deleting files of {tp[0]}-{tp[1]}: {e}")
+        return total
 
     # --- checkpoints (§1.10) --------------------------------------------------------------
     def _logs_in(self, log_dir: str) -> dict[TopicPartition, Log]:
