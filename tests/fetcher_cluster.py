@@ -193,7 +193,7 @@ class FetcherCluster:
         targets = [b for b in replicas if b in self.alive] if to is None else list(to)
         for b in targets:
             resp = self.rms[b].become_leader_or_follower(
-                LeaderAndIsrRequest(99, self.controller_epoch, 1, (state,)))
+                LeaderAndIsrRequest(99, self.controller_epoch, self.broker_epochs[b], (state,)))
             assert resp.partition_errors.get(tp, Errors.NONE) == Errors.NONE, resp
         return leader_epoch
 

@@ -371,6 +371,8 @@ class ProduceTarget:
             if log.log_end_offset != leo:
                 raise FuzzFailure(f"produce answered {resp.error_code} but the LEO moved")
             return f"error {int(resp.error_code)}"
+        if log.log_end_offset == leo and 0 <= resp.base_offset < leo:
+            return self._duplicate(log, data, resp.base_offset)
         if resp.base_offset != leo or log.log_end_offset <= leo:
             raise FuzzFailure(f"produce acknowledged at {resp.base_offset} but the LEO went "
                               f"from {leo} to {log.log_end_offset}: nothing stored")
@@ -378,6 +380,22 @@ class ProduceTarget:
         if _check_stored(log, leo, last, "produce") != (leo, last, last - leo + 1):
             raise FuzzFailure("produce acknowledged records the log does not hold")
         return f"ok {digest(resp.base_offset, last - leo)}"
+
+    @staticmethod
+    def _duplicate(log: Any, data: bytes, base_offset: int) -> str:
+        """An idempotent producer's retry of a batch already in the log is answered with the
+        original offsets and not stored again (Kafka's ProducerStateManager): the log must hold,
+        at that offset, a batch of the same producer id, epoch, base sequence and count."""
+        want = struct.unpack_from(">qhi", data, 43) + struct.unpack_from(">i", data, 57)
+        held = bytes(log.read(base_offset, 1 << 20).records)
+        if len(held) < 61 or struct.unpack_from(">q", held, 0)[0] != base_offset:
+            raise FuzzFailure(f"produce answered as a duplicate at {base_offset}, where the log "
+                              "holds no batch")
+        have = struct.unpack_from(">qhi", held, 43) + struct.unpack_from(">i", held, 57)
+        if have != want or want[0] < 0:
+            raise FuzzFailure(f"produce answered as a duplicate at {base_offset} of a batch with "
+                              f"(producer id, epoch, sequence, count) {have}, not {want}")
+        return f"duplicate {digest(base_offset, want)}"
 
 
 # --- kernel parity ----------------------------------------------------------------------------------

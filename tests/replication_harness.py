@@ -110,7 +110,7 @@ class Cluster:
             tuple(replicas), topic_id=topic_id)
         out = {}
         for b in (replicas if brokers is None else brokers):
-            req = LeaderAndIsrRequest(99, cepoch, 1, (state,))
+            req = LeaderAndIsrRequest(99, cepoch, self.broker_epochs[b], (state,))
             out[b] = self.managers[b].become_leader_or_follower(req)
         return out
 

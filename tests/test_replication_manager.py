@@ -36,12 +36,12 @@ def test_stale_or_equal_leader_epoch_rejected_per_partition() -> None:
     old = LeaderAndIsrPartitionState("t", 0, 1, 1, 0, (0, 1, 2), 9, (0, 1, 2))
     same = LeaderAndIsrPartitionState("t", 0, 1, 1, 1, (0, 1, 2), 9, (0, 1, 2))
     new = LeaderAndIsrPartitionState("t", 1, 1, 1, 1, (0, 1, 2), 9, (0, 1, 2))
-    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, 1, (old, new)))
+    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, c.broker_epochs[0], (old, new)))
     assert resp.error_code == Errors.NONE
     assert resp.partition_errors == {TP: Errors.STALE_CONTROLLER_EPOCH, tp1: Errors.NONE}
     assert c.partition(0).is_leader and c.partition(0).leader_epoch == 1
     assert not c.partition(0, tp1).is_leader and c.partition(0, tp1).leader_id == 1
-    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, 1, (same,)))
+    resp = c.rm(0).become_leader_or_follower(LeaderAndIsrRequest(99, 1, c.broker_epochs[0], (same,)))
     assert resp.partition_errors == {TP: Errors.STALE_CONTROLLER_EPOCH}
     assert c.partition(0).is_leader
 

@@ -291,7 +291,8 @@ def random_cluster(rng: random.Random, n_tps: int = 4) -> FakeCluster:
 
 def add_ledger(rng: random.Random, checker: InvariantChecker, c: FakeCluster) -> None:
     """Acknowledge the leaders' batches (some with a wrong digest or a wrong count) and a few
-    that were never written."""
+    that were never written; each acknowledged by the current leader, another broker or an
+    unknown one (acks=1 losses are explained only when another broker acknowledged them)."""
     for tp in c.tps:
         pid = c.tp_ids[tp]
         broker = c.brokers.get(c.regs[tp][0])
@@ -306,9 +307,10 @@ def add_ledger(rng: random.Random, checker: InvariantChecker, c: FakeCluster) ->
             count = b.last_offset - b.base_offset + 1 + (rng.random() < 0.05)
             digest = records_digest(raw) ^ (rng.random() < 0.05)
             checker.ledger.record(pid, b.base_offset, count, digest, acks=rng.choice([-1, 1]),
-                                  isr_size=2, ack_ms=0)
+                                  isr_size=2, ack_ms=0, leader=rng.choice([-1, 1, 2, 3]))
         if rng.random() < 0.1:
-            checker.ledger.record(pid, 10_000, 2, 5, acks=1, isr_size=2, ack_ms=0)
+            checker.ledger.record(pid, 10_000, 2, 5, acks=1, isr_size=2, ack_ms=0,
+                                  leader=rng.choice([-1, 1, 2, 3]))
 
 
 # ---- the brute-force reference ----------------------------------------------------------------
@@ -395,8 +397,7 @@ class Reference:
                 if self.strict:
                     raise RefViolation("isr_agree_below_hw",
                                        f"{tp}: ISR follower {b} disagrees with leader {leader_id} "
-                                       f"below HW {hw}: leader batches {[x[:2] for x in a]} vs "
-                                       f"follower {[x[:2] for x in z]}")
+                                       f"below HW {hw}: {ref_difference(a, z)}")
         return ok
 
     def durability(self, tp, log, broker_id: int) -> int:
@@ -417,13 +418,20 @@ class Reference:
                     and b["last"] == base + count - 1 and records_digest(b["raw"]) == digest):
                 e[6] = 1
                 newly += 1
-                cause = "acks_1" if e[5] == 1 else "unexplained"
+                # acks=1: explained only when the broker that acknowledged it is known and is
+                # not the new leader (it was lost before it was replicated)
+                cause = "acks_1" if e[5] == 1 and e[7] not in (-1, broker_id) else "unexplained"
                 self.lost[cause] = self.lost.get(cause, 0) + count
                 if cause == "unexplained" and self.strict:
+                    found = (f"no batch of it starts at offset {base}" if b is None else
+                             f"it holds batch {b['base']}..{b['last']} crc "
+                             f"{b['crc'] & 0xFFFFFFFF:08x} (records digest "
+                             f"{records_digest(b['raw']):08x}) there")
                     raise RefViolation("no_acked_record_lost",
-                                       f"{tp}: acknowledged (acks=all) offsets {base}.."
-                                       f"{base + count - 1} are not in the log of new leader "
-                                       f"{broker_id} (LEO {log.log_end_offset})")
+                                       f"{tp}: acknowledged (acks={'all' if e[5] == -1 else 1}) "
+                                       f"offsets {base}..{base + count - 1} (records digest "
+                                       f"{digest:08x}) are not in the log of new leader "
+                                       f"{broker_id} (LEO {log.log_end_offset}): {found}")
         return newly
 
     def full_check(self) -> None:
@@ -442,6 +450,26 @@ class Reference:
             if leading is not None:
                 self.agreement(tp)
                 self.durability(tp, leading[1].log, leading[0])
+
+
+def ref_difference(a: list[list[int]], z: list[list[int]]) -> str:
+    """The checker's description of two replicas' differing batches, built separately: the
+    first index where they differ and up to five batches from the one before it, each as
+    ``base..last crc xxxxxxxx``."""
+    same = 0
+    for x, y in zip(a, z, strict=False):
+        if x != y:
+            break
+        same += 1
+    start = max(0, same - 1)
+
+    def show(rows: list[list[int]]) -> str:
+        text = ", ".join(f"{r[0]}..{r[1]} crc {r[2] & 0xFFFFFFFF:08x}"
+                         for r in rows[start:same + 4])
+        return "[" + text + (" ..." if len(rows) > same + 4 else "") + "]"
+
+    return (f"first difference at batch #{same}: leader batches #{start}.. {show(a)} vs "
+            f"follower {show(z)}")
 
 
 def outcome(f, *args):
@@ -554,3 +582,208 @@ def test_periodic_checks_the_same_partitions_in_the_same_order(seed):
         assert checker._suspects == ref_suspects and checker._checked == ref_checked
         assert (checker._suspect_rotor, checker._rotor) == (ref_st["suspect_rotor"],
                                                             ref_st["rotor"])
+
+
+# ---- the loss causes as checked claims: each accepted only when its pattern is in the history --
+class FakeLM:
+    def __init__(self, leos: dict) -> None:
+        self.logs = {tp: FakeLog([], [], leo) for tp, leo in leos.items()}
+
+
+TP0 = TopicPartition("t", 0)
+
+
+def one_batch_world(*, truncation: str = "leader_epoch", detect_bounces: bool = True):
+    """Replicas (1, 2, 3) of t-0, ISR (1, 2, 3); a batch of offsets 0..4 acknowledged at t=100
+    (written by the caller); broker 2 will lead with an empty log."""
+    c = FakeCluster(3)
+    c.loop = FakeLoop()
+    c.loop.now = 0
+    c.truncation = truncation
+    c.detect_bounces = detect_bounces
+    c.tps, c.tp_ids = [TP0], {TP0: 0}
+    c.regs[TP0] = (1, (1, 2, 3), (1, 2, 3))
+    raw = build_batch([b"a", b"b", b"c", b"d", b"e"], base_offset=0, now_ms=1)
+    checker = InvariantChecker(c, strict=False)  # type: ignore[arg-type]
+    return c, checker, raw
+
+
+def at(c, ms: int) -> None:
+    c.loop.now = ms
+
+
+def ack(checker, raw: bytes, *, acks: int = -1, leader: int = 1, ack_ms: int = 100) -> None:
+    checker.ledger.record(0, 0, 5, records_digest(raw), acks=acks, isr_size=3, ack_ms=ack_ms,
+                          leader=leader)
+
+
+def power_cycle(c, checker, broker: int, *, fail_ms: int, held: int, kept: int) -> None:
+    """``broker`` loses power at ``fail_ms`` holding ``held`` offsets, restarts with ``kept``."""
+    at(c, fail_ms)
+    c.brokers[broker].lm = FakeLM({TP0: held})
+    checker.power_failing(c.brokers[broker])
+    c.power_failures.setdefault(broker, []).append(fail_ms)
+    at(c, fail_ms + 50)
+    c.brokers[broker].lm = FakeLM({TP0: kept})
+    checker.broker_started(c.brokers[broker])
+
+
+def lost_to(c, checker, leader: int = 2, at_ms: int = 1_000) -> str:
+    """The new leader ``leader`` (an empty log) is checked: the cause of the one loss."""
+    at(c, at_ms)
+    assert checker.check_durability(TP0, FakeLog([], [], 0), leader) == 1
+    (cause,) = [k for k, v in checker.lost_batches.items() if v]
+    assert checker.loss_events[-1]["cause"] == cause
+    return cause
+
+
+@pytest.mark.parametrize("story,want", [
+    ("alone_before_while_down", "power_failure"),   # ISR shrank to (2,) while 2 was down
+    ("alone_at_the_failure", "power_failure"),      # 2 was already the only ISR member
+    ("never_alone", "unexplained"),                 # 3 kept an ISR place: it still had it
+    ("alone_after_back", "unexplained"),            # alone only once it served again
+    ("flushed", "unexplained"),                     # its copy survived the power failure
+    ("failed_before_ack", "unexplained"),           # it lost power before the ack
+    ("never_held", "unexplained"),                  # it did not hold the batch when it failed
+])
+def test_power_failure_claim(story, want):
+    c, checker, raw = one_batch_world()
+    if story == "alone_at_the_failure":
+        at(c, 150)
+        checker.isr_changed(TP0, (1, 2, 3), (2,))
+    ack(checker, raw)
+    fail_ms = 50 if story == "failed_before_ack" else 200
+    power_cycle(c, checker, 2, fail_ms=fail_ms,
+                held=3 if story == "never_held" else 5, kept=5 if story == "flushed" else 0)
+    if story == "alone_after_back":
+        at(c, 300)
+        checker.became_follower(c.brokers[2], [TP0])  # served: its time down is over
+    if story != "alone_at_the_failure":
+        at(c, 400)
+        checker.isr_changed(TP0, (1, 2, 3), (2, 3) if story == "never_alone" else (2,))
+    assert lost_to(c, checker) == want
+
+
+@pytest.mark.parametrize("detect_bounces,declared_dead,leader,want", [
+    (False, False, 2, "power_failure"),  # pre-KIP-380: 2 leads on its old process's standing
+    (True, False, 2, "unexplained"),     # KIP-380: the bounce is noticed, no such leadership
+    (False, True, 2, "unexplained"),     # declared dead since: it re-earned its place
+    (False, False, 3, "unexplained"),    # someone else leads without the batch
+])
+def test_power_failure_claim_before_kip380(detect_bounces, declared_dead, leader, want):
+    c, checker, raw = one_batch_world(detect_bounces=detect_bounces)
+    ack(checker, raw)
+    power_cycle(c, checker, 2, fail_ms=200, held=5, kept=0)
+    if declared_dead:
+        at(c, 500)
+        checker.declared_dead(2)
+    assert lost_to(c, checker, leader=leader) == want
+
+
+@pytest.mark.parametrize("acks,acked_by,want", [
+    (1, 1, "acks_1"),          # acknowledged by 1, lost before 2 (the new leader) had it
+    (1, 2, "unexplained"),     # the new leader itself acknowledged it: it had it
+    (1, -1, "unexplained"),    # who acknowledged it is unknown
+    (-1, 1, "unexplained"),    # acks=all: every ISR member had it
+])
+def test_acks_1_claim(acks, acked_by, want):
+    c, checker, raw = one_batch_world()
+    ack(checker, raw, acks=acks, leader=acked_by)
+    assert lost_to(c, checker) == want
+
+
+def led(c, checker, broker: int, ms: int, batches: tuple = ()) -> None:
+    """``broker`` applied LeaderAndIsr as leader of t-0 at ``ms`` holding ``batches``."""
+    at(c, ms)
+    leo = 5 if batches else 0
+    c.brokers[broker].rm.parts[TP0] = FakePartition(TP0, FakeLog(list(batches), [], leo),
+                                                    leader=True, hw=0, isr=[1, 2, 3])
+    checker.became_leader(c.brokers[broker], [TP0])
+
+
+@pytest.mark.parametrize("story,want", [
+    ("deposed_after_the_ack", "acks_1"),     # 2 acked, then 1 led: 2 was deposed after
+    ("acked_as_a_deposed_leader", "acks_1"),  # 1 had taken over when zombie 2 acked
+    ("led_throughout", "unexplained"),       # nobody else led since 2's tenure began
+    ("other_leader_before_tenure", "unexplained"),  # 1 led only before 2's tenure
+])
+def test_acks_1_claim_found_on_the_broker_that_acknowledged_it(story, want):
+    c, checker, raw = one_batch_world()
+    if story == "other_leader_before_tenure":
+        led(c, checker, 1, 20)
+    led(c, checker, 2, 50)
+    if story == "acked_as_a_deposed_leader":
+        led(c, checker, 1, 80)
+    ack(checker, raw, acks=1, leader=2)  # at t=100
+    if story == "deposed_after_the_ack":
+        led(c, checker, 1, 300, (raw,))
+    assert lost_to(c, checker, leader=2) == want
+
+
+@pytest.mark.parametrize("truncation,when,before,after,want", [
+    ("high_watermark", 300, 5, 0, "high_watermark_truncation"),  # KIP-101 scenario 1
+    ("high_watermark", 50, 5, 0, "unexplained"),    # truncated before the ack
+    ("high_watermark", 300, 4, 0, "unexplained"),   # never held the whole batch
+    ("high_watermark", 300, 9, 5, "unexplained"),   # truncated above the batch
+    ("leader_epoch", 300, 5, 0, "unexplained"),     # no HW truncation in this mode
+])
+def test_high_watermark_truncation_claim(truncation, when, before, after, want):
+    c, checker, raw = one_batch_world(truncation=truncation)
+    ack(checker, raw)
+    at(c, when)
+    c.brokers[2].rm.parts[TP0] = FakePartition(TP0, FakeLog([], [], after), leader=False,
+                                               hw=after, isr=[1, 2, 3])
+    checker.became_follower(c.brokers[2], [TP0], {TP0: before})
+    assert lost_to(c, checker) == want
+
+
+def test_unclean_election_claim_needs_an_election_after_the_ack():
+    for elected_ms, want in ((300, "unclean_election"), (50, "unexplained")):
+        c, checker, raw = one_batch_world()
+        c.unclean_elections[0] = [elected_ms]
+        ack(checker, raw)
+        assert lost_to(c, checker) == want
+
+
+def test_unexplained_loss_is_a_violation_naming_what_the_leader_holds():
+    c, checker, raw = one_batch_world()
+    checker.strict = True
+    ack(checker, raw)
+    other = build_batch([b"x", b"y", b"z", b"v", b"w"], base_offset=0, now_ms=1)
+    with pytest.raises(InvariantViolation) as e:
+        checker.check_durability(TP0, FakeLog([other], [], 5), 2)
+    crc = next(iter_batches(other)).crc
+    assert e.value.invariant == "no_acked_record_lost"
+    assert f"records digest {records_digest(raw):08x}" in e.value.detail
+    assert f"it holds batch 0..4 crc {crc:08x} (records digest {records_digest(other):08x})" \
+        in e.value.detail
+
+
+def diverged_world(detect_bounces: bool):
+    """Leader 1 and ISR follower 2 hold different records at offsets 0..4 (HW 5); broker 2
+    lost power at t=200 holding 5 offsets and came back with none."""
+    c, checker, raw = one_batch_world(detect_bounces=detect_bounces)
+    checker.strict = True
+    other = build_batch([b"x", b"y", b"z", b"v", b"w"], base_offset=0, now_ms=1)
+    power_cycle(c, checker, 2, fail_ms=200, held=5, kept=0)
+    at(c, 1_000)
+    c.brokers[1].rm.parts[TP0] = FakePartition(TP0, FakeLog([raw], [], 5), leader=True, hw=5,
+                                               isr=[1, 2])
+    c.brokers[2].rm.parts[TP0] = FakePartition(TP0, FakeLog([other], [], 5), leader=False,
+                                               hw=5, isr=[1, 2])
+    return c, checker, raw, other
+
+
+def test_divergence_explained_by_a_power_failure_only_before_kip380():
+    c, checker, raw, other = diverged_world(detect_bounces=False)
+    assert checker.check_isr_agreement(TP0) is False  # counted, not raised
+    assert checker.diverged == {TP0}
+    assert checker.diverged_explained == {TP0: "power_failure of broker 2"}
+    c, checker, raw, other = diverged_world(detect_bounces=True)
+    with pytest.raises(InvariantViolation) as e:
+        checker.check_isr_agreement(TP0)
+    mine, theirs = next(iter_batches(raw)).crc, next(iter_batches(other)).crc
+    assert mine != theirs
+    assert e.value.invariant == "isr_agree_below_hw"
+    assert (f"first difference at batch #0: leader batches #0.. [0..4 crc {mine:08x}] vs "
+            f"follower [0..4 crc {theirs:08x}]") in e.value.detail

@@ -174,3 +174,66 @@ def test_shipped_grids_ask_a_question_with_enough_seeds(name):
         assert rates["crashes_per_broker_hour"] > 0 and rates["power_failure_fraction"] < 0.5
     else:
         assert "replica.lag.time.max.ms" in g.axes and g.tradeoff[0] == "produce_latency_ms_p99"
+
+
+# ---- the risk estimate and paired comparisons in the summary ------------------------------------
+def test_summary_carries_the_risk_estimate_and_paired_comparisons(tiny, tmp_path):
+    g, results = tiny
+    # hand-set outcomes on the real rows: config 0 (min ISR 1) lost 40 and 0 records on seeds 0
+    # and 1, config 1 (min ISR 2) lost nothing; unavailability 10 s and 30 s more under min ISR 2
+    rows = [dict(r) for r in results]
+    by = {(r["config_id"], r["seed_index"]): r for r in rows}
+    by[0, 0]["lost_acked_records"], by[0, 1]["lost_acked_records"] = 40, 0
+    by[1, 0]["lost_acked_records"], by[1, 1]["lost_acked_records"] = 0, 0
+    for s, extra in ((0, 10.0), (1, 30.0)):
+        by[1, s]["unavailable_partition_seconds"] = by[0, s]["unavailable_partition_seconds"] + extra
+    write_summary(g, rows, tmp_path)
+    doc = json.loads((tmp_path / "summary.json").read_text())
+    assert doc["grid"]["risk"] == {"p_loss_half_width": 0.05, "per_year_relative_half_width": 0.25}
+    risk = doc["configs"][0]["risk"]
+    year_fraction = 3.0 / (8760 * 3600)  # each run simulates 3 s
+    assert risk["runs"] == 2 and risk["sim_seconds"] == 6.0
+    assert risk["p_any_loss"]["runs_losing"] == 1 and risk["p_any_loss"]["p"] == 0.5
+    assert risk["lost_records_per_year"]["mean"] == pytest.approx(20 / year_fraction)
+    assert risk["loss_size"]["p50"] == 40 and risk["loss_size"]["runs"] == 1
+    assert risk["seeds_needed"]["p_any_loss"] == 381  # observed p = 1/2: z²/(4·0.05²) − z²
+    for figure in ("lost_records_per_year", "unavailable_partition_seconds_per_year"):
+        m = risk[figure]
+        assert isinstance(m["mean"], float) and all(isinstance(v, float) for v in m["ci95"])
+        assert isinstance(m["n"], int)
+    assert isinstance(risk["seeds_needed"]["p_any_loss"], int)
+    (pair,) = doc["paired"]
+    assert (pair["a_label"], pair["b_label"], pair["pairs"]) == ("min ISR=1", "min ISR=2", 2)
+    assert pair["difference"]["lost_acked_records"]["mean"] == 20.0   # (40 + 0) / 2
+    assert pair["difference"]["unavailable_partition_seconds"]["mean"] == pytest.approx(-20.0)
+    assert pair["loss_runs"] == {"a_only": 1, "b_only": 0, "both": 0, "neither": 1,
+                                 "mcnemar_exact_p": 1.0}
+    md = (tmp_path / "summary.md").read_text()
+    assert "## Risk per configuration" in md and "## Paired comparisons" in md
+    assert "to narrow P(loss) to ±0.05 you need 381 seeds" in md
+    assert "| min ISR=1 | min ISR=2 | 2 | 20 [" in md
+    page = (tmp_path / "summary.html").read_text()
+    assert "Risk per configuration</h2>" in page and "Paired comparisons" in page
+    assert "<b>min ISR=1</b>" in page and "NaN" not in page
+
+
+def test_a_grid_may_ask_for_other_interval_widths():
+    g = grid(risk={"p_loss_half_width": 0.1})
+    assert g.risk == {"p_loss_half_width": 0.1, "per_year_relative_half_width": 0.25}
+    for bad in ({"p_loss_half_width": 0.7}, {"p_loss_half_width": "wide"}, {"width": 0.1},
+                {"per_year_relative_half_width": 0}):
+        with pytest.raises(InvalidConfigurationError):
+            grid(risk=bad)
+
+
+def test_risk_grid_answers_its_question():
+    from replica_core.sim.scenario import examples_dir
+
+    g = load_grid(examples_dir() / "grids" / "risk-az.toml")
+    assert len(g.description) > 200 and g.seeds >= 20
+    assert set(g.axes) == {"flush.messages"} and g.n_configs == 2
+    s = g.rows()[0].scenario()
+    assert s.fault_rates["broker_mtbf_hours"] > 0 and s.fault_rates["power_losses_per_year"] > 0
+    assert s.fault_rates["repair_time"]["distribution"] == "lognormal"
+    assert s.acks == -1 and s.configs["min.insync.replicas"] == 2
+    assert [t.replication_factor for t in s.topics] == [3]

@@ -2,11 +2,9 @@
 
 Layers, one way: records -> storage -> replication -> fetcher -> controller -> sim -> spark.
 """
-from importlib.metadata import PackageNotFoundError, version
 
-try:
-    __version__ = version("replica_core")
-except PackageNotFoundError:  # running from a source tree without installing
-    __version__ = "0.0.0+src"
+__version__ = "0.1.0"
+"""The package version (pyproject reads it from here): the same whether installed or run from
+a source tree, so a run's recorded configuration does not depend on how it was started."""
 
 __all__ = ["__version__"]

@@ -95,7 +95,9 @@ def _summary_table(summary: dict, run_info: dict) -> str:
         ("diverged partitions", f"{summary['diverged_partitions']:,}"),
         ("duplicates / reordered", (
             f"{summary.get('duplicate_batches', 0):,} batches written twice / "
-            f"{summary.get('reordered_batches', 0):,} batches out of produce order")),
+            f"{summary.get('reordered_batches', 0):,} batches out of produce order; "
+            f"a consumer reads {summary.get('duplicated_records', 0):,} records twice, "
+            f"{summary.get('reordered_records', 0):,} out of order")),
         ("unavailable to producers",
          f"{_n(summary.get('unavailable_partition_seconds', 0), 'partition-s')}"
          + (f" ({causes})" if causes else "")),
@@ -225,7 +227,7 @@ def _load_scenario(args: argparse.Namespace, prog: str, extra: dict | None = Non
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from replica_core.errors import InvalidConfigurationError
     from replica_core.sim.invariants import InvariantViolation
-    from replica_core.sim.run import run_scenario, write_outputs
+    from replica_core.sim.run import run_scenario, unexplained_losses, write_outputs
 
     scenario = _load_scenario(args, "replica-core simulate")
     if scenario is None:
@@ -247,6 +249,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     paths = write_outputs(out, summary, timeseries, run_info)
     print(_summary_table(summary, run_info))
     print(f"wrote {paths['summary']}, {paths['run']}, {paths['timeseries']}, {paths['report']}")
+    unexplained = unexplained_losses(summary)
+    if unexplained:
+        print(f"replica-core simulate: {unexplained:,} acknowledged records were lost in a way "
+              f"no fault or setting of the run explains (see loss_events)", file=sys.stderr)
+        return 3
     return 0
 
 

@@ -32,6 +32,7 @@ class Errors(IntEnum):
     INVALID_REQUIRED_ACKS = 21
     INVALID_TIMESTAMP = 32
     UNSUPPORTED_VERSION = 35
+    INVALID_REPLICATION_FACTOR = 38
     NOT_CONTROLLER = 41
     INVALID_REQUEST = 42
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
@@ -180,6 +181,13 @@ class InvalidConfigurationError(KafkaError):
     """An unknown or out-of-range configuration value (ConfigException)."""
 
     code = Errors.INVALID_REQUEST
+
+
+class InvalidReplicationFactorError(KafkaError):
+    """A topic's replicas cannot be placed: a non-positive replication factor, more replicas
+    than registered brokers, or every broker fenced (InvalidReplicationFactorException)."""
+
+    code = Errors.INVALID_REPLICATION_FACTOR
 
 
 # --- replication (§3.5, §4.3, §6, §8.5) -------------------------------------------------------

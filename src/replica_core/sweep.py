@@ -17,6 +17,7 @@ duration_s = 30
 
 tradeoff = { x = "unavailable_partition_seconds", y = "lost_acked_records" }   # the chart
 columns = ["lost_acked_records", "unavailable_partition_seconds"]   # summary.md's figures
+risk = { p_loss_half_width = 0.05, per_year_relative_half_width = 0.25 }   # seeds to size for
 ```
 
 Figures (``tradeoff``, ``columns``) are names of :data:`ROW_METRICS`.
@@ -30,8 +31,11 @@ Results: :func:`flatten` turns a run's summary into one typed row (numbers as nu
 in its own typed column, the configuration named by the settings that differ between
 configurations); :func:`summarise` gives per configuration the mean of every figure with a 95 %
 interval across seeds (Student's t) and, for the probability that a run loses any acknowledged
-record, a Wilson score interval; :func:`write_summary` writes ``summary.md``, ``summary.json``,
-``summary.html`` and the charts ``tradeoff.svg`` and ``p_loss.svg``.
+record, a Wilson score interval, and the risk estimate (:mod:`replica_core.risk`: P(any loss),
+records lost and unavailability per simulated year, loss sizes, the seeds a narrower interval
+needs); :func:`paired` compares every two configurations seed by seed;
+:func:`write_summary` writes ``summary.md``, ``summary.json``, ``summary.html`` and the charts
+``tradeoff.svg`` and ``p_loss.svg``.
 """
 from __future__ import annotations
 
@@ -90,6 +94,8 @@ class Grid:
     """The figures on the x and y axes of ``tradeoff.svg``."""
     columns: tuple[str, ...] = ()
     """The figures of ``summary.md`` (default :data:`SUMMARY_COLUMNS`)."""
+    risk: dict[str, float] = field(default_factory=lambda: dict(RISK_DEFAULTS))
+    """The interval widths the risk estimate sizes the seeds for (:data:`RISK_DEFAULTS`)."""
 
     @property
     def n_configs(self) -> int:
@@ -116,6 +122,25 @@ class Grid:
                     axes=axes, scenario_doc=self.scenario_doc, label=label, axis_kinds=kinds,
                 ))
         return out
+
+
+RISK_DEFAULTS = {"p_loss_half_width": 0.05, "per_year_relative_half_width": 0.25}
+"""A grid's ``risk`` table: the seeds needed to narrow P(any loss) to ± ``p_loss_half_width``
+and the per-year figures to ± ``per_year_relative_half_width`` of their means."""
+
+
+def _risk_table(value: Any) -> dict[str, float]:
+    if not isinstance(value, dict) or set(value) - set(RISK_DEFAULTS):
+        raise InvalidConfigurationError(
+            f"risk must be a table with keys among {sorted(RISK_DEFAULTS)}, got {value!r}")
+    out = dict(RISK_DEFAULTS)
+    for key, v in value.items():
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        if not ok or not (0 < v < (0.5 if key == "p_loss_half_width" else math.inf)):
+            bound = "within (0, 0.5)" if key == "p_loss_half_width" else "positive"
+            raise InvalidConfigurationError(f"risk.{key} must be {bound}, got {v!r}")
+        out[key] = float(v)
+    return out
 
 
 def row_seed(base_seed: int, seed_index: int) -> int:
@@ -149,7 +174,7 @@ def load_grid(path: str | Path) -> Grid:
 
 def grid_from_dict(doc: dict[str, Any], *, relative_to: Path | None = None) -> Grid:
     unknown = set(doc) - {"scenario", "seeds", "base_seed", "set", "axes", "description",
-                          "tradeoff", "columns"}
+                          "tradeoff", "columns", "risk"}
     if unknown:
         raise InvalidConfigurationError(f"unknown grid keys: {sorted(unknown)}")
     scenario_doc, source = _scenario_doc(str(doc.get("scenario", "default")), relative_to)
@@ -183,7 +208,7 @@ def grid_from_dict(doc: dict[str, Any], *, relative_to: Path | None = None) -> G
             raise InvalidConfigurationError(f"unknown figure {name!r} (one of {sorted(known)})")
     grid = Grid(scenario_doc, axes, dict(doc.get("set", {})), seeds,
                 int(doc.get("base_seed", 1)), source, str(doc.get("description", "")),
-                tradeoff, columns)
+                tradeoff, columns, _risk_table(doc.get("risk", {})))
     # Validate every configuration up front: a bad value fails before any cluster time is spent.
     for row in grid.rows()[:: grid.seeds]:
         row.scenario()
@@ -239,7 +264,11 @@ def short_name(key: str, scenario_doc: Mapping[str, Any] | None = None) -> str:
 
 
 def _show(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int) and value == 2**63 - 1:  # Kafka's "never" (flush.messages, flush.ms)
+        return "Long.MAX_VALUE"
+    return str(value)
 
 
 def config_labels(grid: Grid) -> dict[int, str]:
@@ -410,7 +439,10 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
 def summarise(grid: Grid, results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per configuration: its label and axes, the number of runs, every figure of
     :data:`ROW_METRICS` as mean, 95 % interval, min and max over the seeds (timings over the
-    runs that had them), and P(any acknowledged record lost) with its Wilson interval."""
+    runs that had them), P(any acknowledged record lost) with its Wilson interval, and the
+    risk estimate (:func:`replica_core.risk.risk_estimate`)."""
+    from replica_core.risk import risk_estimate
+
     labels = config_labels(grid)
     by_cfg: dict[int, list[Mapping[str, Any]]] = {}
     for r in results:
@@ -434,7 +466,28 @@ def summarise(grid: Grid, results: Sequence[Mapping[str, Any]]) -> list[dict[str
         lo, hi = wilson(k, len(runs))
         entry["p_any_loss"] = {"runs_losing": k, "runs": len(runs), "p": k / len(runs),
                                "wilson95": [lo, hi]}
+        entry["risk"] = risk_estimate(runs, **grid.risk)
         out.append(entry)
+    return out
+
+
+def paired(grid: Grid, results: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every two configurations compared over the seeds both ran
+    (:func:`replica_core.risk.paired_comparison`, A = the lower config id), with their labels."""
+    from replica_core.risk import paired_comparison
+
+    labels = config_labels(grid)
+    by_cfg: dict[int, list[Mapping[str, Any]]] = {}
+    for r in results:
+        by_cfg.setdefault(int(r["config_id"]), []).append(r)
+    out = []
+    for a, b in itertools.combinations(sorted(by_cfg), 2):
+        seeds_a = {int(r["seed_index"]) for r in by_cfg[a]}
+        if not seeds_a & {int(r["seed_index"]) for r in by_cfg[b]}:
+            continue
+        out.append({"a": a, "b": b, "a_label": labels.get(a, str(a)),
+                    "b_label": labels.get(b, str(b)),
+                    **paired_comparison(by_cfg[a], by_cfg[b])})
     return out
 
 
@@ -490,8 +543,11 @@ SUMMARY_COLUMNS = ("lost_acked_records", "lost_unclean_election", "lost_power_fa
 """The figures of ``summary.md`` unless the grid names its own ``columns``."""
 
 
-def summary_markdown(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) -> str:
-    """``summary.md``: the question, then one line per configuration (mean [95 % interval])."""
+def summary_markdown(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int,
+                     pairs: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """``summary.md``: the question, then one line per configuration (mean [95 % interval]),
+    the risk estimate per configuration (when the table has one) and the paired comparisons
+    (``pairs``, :func:`paired`)."""
     from replica_core.sim.report import fmt_num
 
     columns = grid.columns or SUMMARY_COLUMNS
@@ -520,7 +576,104 @@ def summary_markdown(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) 
         "acknowledged record, with a Wilson score interval. Unavailability counts the "
         "partition-seconds a producer with that configuration's acks could not write (no "
         "live reachable leader, a leader not yet known dead or not yet ready, and for "
-        "acks=all an ISR below min.insync.replicas).\n")
+        "acks=all an ISR below min.insync.replicas).\n"
+        + risk_markdown(grid, table) + paired_markdown(pairs or (), grid))
+
+
+def _fmt_interval(m: Mapping[str, Any] | None) -> str:
+    """``mean [lo, hi]`` of a :func:`replica_core.risk.mean_interval`, the low end clipped at
+    zero (the figures are counts and durations)."""
+    if not m or m.get("mean") is None:
+        return "—"
+    return _fmt_ci({**m, "min": 0.0})
+
+
+def _fmt_signed(m: Mapping[str, Any]) -> str:
+    """A paired difference: ``mean [lo, hi]`` (not clipped: it may be negative)."""
+    from replica_core.sim.report import fmt_num
+
+    text = fmt_num(m["mean"])
+    if m.get("ci95"):
+        text += f" [{fmt_num(m['ci95'][0])}, {fmt_num(m['ci95'][1])}]"
+    return text
+
+
+def risk_markdown(grid: Grid, table: Sequence[Mapping[str, Any]]) -> str:
+    """The ``## Risk per configuration`` section of ``summary.md`` (empty without estimates)."""
+    from replica_core.sim.report import fmt_num
+
+    entries = [e for e in table if e.get("risk")]
+    if not entries:
+        return ""
+    h = grid.risk["p_loss_half_width"]
+    rel = grid.risk["per_year_relative_half_width"]
+    head = ["configuration", "runs (simulated time)", "P(run loses acked records) [Wilson 95 %]",
+            "acked records lost per year [95 %]", "loss size when lost: p50 / p90 / max",
+            "unavailable partition-s per year [95 %]", f"seeds for P(loss) ±{fmt_num(h)}"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    needs = []
+    for e in entries:
+        r = e["risk"]
+        p = r["p_any_loss"]
+        size = r["loss_size"]
+        sizes = ("—" if not size["runs"] else
+                 f"{fmt_num(size['p50'])} / {fmt_num(size['p90'])} / {fmt_num(size['max'])} "
+                 f"({size['runs']} runs)")
+        need = r["seeds_needed"]
+        lines.append("| " + " | ".join([
+            str(e["label"]), f"{r['runs']} ({fmt_num(r['sim_seconds'] / 3600.0, 'h')})",
+            f"{p['runs_losing']}/{p['runs']} = {fmt_num(p['p'])} "
+            f"[{fmt_num(p['wilson95'][0])}, {fmt_num(p['wilson95'][1])}]",
+            _fmt_interval(r["lost_records_per_year"]), sizes,
+            _fmt_interval(r["unavailable_partition_seconds_per_year"]),
+            f"{need['p_any_loss']:,}"]) + " |")
+        at = ("the observed" if 0 < p["runs_losing"] < p["runs"] else
+              "the worst-case p = 0.5, since every run agreed at")
+        text = (f"- **{e['label']}**: to narrow P(loss) to ±{fmt_num(h)} you need "
+                f"{need['p_any_loss']:,} seeds (at {at} p = {fmt_num(p['p'])}; this grid ran "
+                f"{p['runs']})")
+        per = [f"{name} {need[key]:,}" for key, name in (
+            ("lost_records_per_year", "records lost per year"),
+            ("unavailable_partition_seconds_per_year", "unavailability per year"))
+            if need[key] is not None]
+        if per:
+            text += (f"; to narrow to ±{fmt_num(100 * rel)} % of the mean: "
+                     + ", ".join(per) + " seeds")
+        needs.append(text + ".")
+    return ("\n## Risk per configuration\n\n" + "\n".join(lines) + "\n\n" + "\n".join(needs)
+            + "\n\nPer-year figures are each run's totals over its simulated time (a year is "
+            "8,760 h), averaged over the runs with a 95 % Student-t interval; they describe the "
+            "fault rates of the grid (accelerated rates give accelerated years). Loss sizes are "
+            "quantiles (linear interpolation) over the runs that lost data. Losses are counted "
+            "when a live leader is found without an acknowledged record, so a run that ends "
+            "with every replica of a partition down has not yet counted that partition.\n")
+
+
+def paired_markdown(pairs: Sequence[Mapping[str, Any]], grid: Grid) -> str:
+    """The ``## Paired comparisons`` section of ``summary.md`` (empty without pairs)."""
+    from replica_core.sim.report import fmt_num
+
+    if not pairs:
+        return ""
+    head = ["A", "B", "seeds", "lost acked records per run, A − B [95 %]",
+            "unavailable partition-s per run, A − B [95 %]", "seeds only A lost",
+            "seeds only B lost", "both lost", "McNemar exact p"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for q in pairs:
+        d = q["difference"]
+        c = q["loss_runs"]
+        lines.append("| " + " | ".join([
+            str(q["a_label"]), str(q["b_label"]), str(q["pairs"]),
+            _fmt_signed(d["lost_acked_records"]), _fmt_signed(d["unavailable_partition_seconds"]),
+            str(c["a_only"]), str(c["b_only"]), str(c["both"]),
+            fmt_num(c["mcnemar_exact_p"])]) + " |")
+    return ("\n## Paired comparisons (same seeds, same faults)\n\n" + "\n".join(lines)
+            + "\n\nEvery configuration ran the same seeds, so each seed gives a pair of runs "
+            "under the same fault schedule; the differences A − B are averaged over the pairs "
+            "with a 95 % Student-t interval (an interval excluding 0 separates the two). The "
+            "counts are the seeds where only A, only B, or both lost acknowledged records; "
+            "McNemar's exact test asks whether the discordant seeds split unevenly (a small p: "
+            "one configuration loses data more often).\n")
 
 
 def tradeoff_svg(table: Sequence[Mapping[str, Any]], *, seeds: int | None = None,
@@ -659,24 +812,52 @@ def grid_title(grid: Grid) -> str:
     return text[:cut + 1].rstrip(":").strip()
 
 
-def summary_html(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) -> str:
-    """A self-contained page: the question, the table, both charts."""
-    from replica_core.sim.report import _CSS
+def _md_table_html(block: str) -> str:
+    """A markdown table of ours as HTML (an interval ``[lo, hi]`` in a cell on its own line)."""
+    lines = [line for line in block.splitlines() if line.startswith("|")]
+    head = [c.strip() for c in lines[0].strip("|").split("|")]
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
 
-    md = summary_markdown(grid, table, rows)
-    body_rows = [line for line in md.splitlines() if line.startswith("|")]
-    head = [c.strip() for c in body_rows[0].strip("|").split("|")]
-    cells = [[c.strip() for c in line.strip("|").split("|")] for line in body_rows[2:]]
     def cell(text: str) -> str:
         value, sep, interval = text.partition(" [")
         if not sep:
             return html.escape(text)
         return f"{html.escape(value)}<br><span class='muted'>[{html.escape(interval)}</span>"
 
-    table_html = ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>"
-                  + "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>"
-                            for r in cells) + "</table>")
-    notes = md.split("\n\n")[-1]
+    return ("<table><tr>" + "".join(f"<th>{html.escape(c)}</th>" for c in head) + "</tr>"
+            + "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in r) + "</tr>"
+                      for r in cells) + "</table>")
+
+
+def _md_section_html(md: str) -> str:
+    """A section of ours (``## title``, tables, ``- **a**: b`` items, paragraphs) as HTML."""
+    import re
+
+    out = []
+    for block in md.strip().split("\n\n"):
+        if block.startswith("## "):
+            out.append(f"<h2>{html.escape(block[3:].strip())}</h2>")
+        elif block.startswith("|"):
+            out.append(_md_table_html(block))
+        elif block.startswith("- "):
+            items = [re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", html.escape(line[2:]))
+                     for line in block.splitlines()]
+            out.append("<ul>" + "".join(f"<li>{i}</li>" for i in items) + "</ul>")
+        else:
+            out.append(f"<p class='muted'>{html.escape(block)}</p>")
+    return "".join(out)
+
+
+def summary_html(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int,
+                 pairs: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """A self-contained page: the question, the table, both charts, the risk estimate and
+    the paired comparisons."""
+    from replica_core.sim.report import _CSS
+
+    md = summary_markdown(grid, table, rows)
+    blocks = md.split("\n\n")
+    table_html = _md_table_html(next(b for b in blocks if b.startswith("|")))
+    notes = next(b for b in blocks if b.startswith("Each figure is the mean"))
     description = " ".join(grid.description.split())
     title = grid_title(grid)
     css = _CSS.replace("max-width:960px", "max-width:1240px")
@@ -691,33 +872,37 @@ def summary_html(grid: Grid, table: Sequence[Mapping[str, Any]], rows: int) -> s
             f"{html.escape(metric_label(grid.tradeoff[0], axis=True))}</h2>"
             f"{tradeoff_svg(table, seeds=grid.seeds, x=grid.tradeoff[0], y=grid.tradeoff[1])}"
             f"<h2>Probability of losing acknowledged data</h2>{p_loss_svg(table)}"
+            f"{_md_section_html(risk_markdown(grid, table))}"
+            f"{_md_section_html(paired_markdown(pairs or (), grid))}"
             "</body></html>\n")
 
 
 def write_summary(grid: Grid, results: Sequence[Mapping[str, Any]], out_dir: str | Path,
                   wall_s: float | None = None) -> None:
     """``summary.json`` (per configuration: label, axes, every figure's mean and interval,
-    P(any loss)), ``summary.md``, ``summary.html``, ``tradeoff.svg``, ``p_loss.svg``, and
+    P(any loss), the risk estimate; every pair of configurations compared), ``summary.md``, ``summary.html``, ``tradeoff.svg``, ``p_loss.svg``, and
     ``run.json`` (wall-clock seconds) when ``wall_s`` is given."""
     from replica_core.sim.report import write_json
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = summarise(grid, results)
+    pairs = paired(grid, results)
     write_json(out / "summary.json", {
         "grid": {"description": grid.description,
                  "scenario": grid.scenario_doc.get("name", ""),
                  "axes": grid.axes, "set": grid.fixed, "seeds": grid.seeds,
-                 "base_seed": grid.base_seed, "tradeoff": list(grid.tradeoff)},
-        "configs": table, "rows": len(results), "seeds": grid.seeds,
+                 "base_seed": grid.base_seed, "tradeoff": list(grid.tradeoff),
+                 "risk": dict(grid.risk)},
+        "configs": table, "paired": pairs, "rows": len(results), "seeds": grid.seeds,
         "base_seed": grid.base_seed})
     if wall_s is not None:
         (out / "run.json").write_text(json.dumps({"wall_seconds": round(wall_s, 3)}) + "\n")
-    (out / "summary.md").write_text(summary_markdown(grid, table, len(results)))
+    (out / "summary.md").write_text(summary_markdown(grid, table, len(results), pairs))
     (out / "tradeoff.svg").write_text(tradeoff_svg(table, seeds=grid.seeds, x=grid.tradeoff[0],
                                                    y=grid.tradeoff[1]))
     (out / "p_loss.svg").write_text(p_loss_svg(table))
-    (out / "summary.html").write_text(summary_html(grid, table, len(results)))
+    (out / "summary.html").write_text(summary_html(grid, table, len(results), pairs))
 
 
 def write_series_csv(path: str | Path, rows: Sequence[Mapping[str, Any]]) -> None:

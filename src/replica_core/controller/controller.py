@@ -10,6 +10,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from replica_core.controller.election import (
     NO_LEADER,
     controlled_shutdown_election,
@@ -18,6 +20,12 @@ from replica_core.controller.election import (
     preferred_replica_election,
 )
 from replica_core.controller.elr import PartitionChange, effective_min_isr, partition_change
+from replica_core.controller.replica_placer import (
+    PlacementRandom,
+    UsableBroker,
+    place_replicas,
+    racks_configured,
+)
 from replica_core.errors import Errors
 from replica_core.replication.messages import (
     LEADER_RECOVERY_RECOVERED,
@@ -69,6 +77,8 @@ class BrokerRegistration:
     alive: bool = True
     last_heartbeat_ms: int = 0
     shutting_down: bool = False
+    rack: str | None = None
+    """``broker.rack`` as the broker registered it (None: not set)."""
 
 
 @dataclass
@@ -91,6 +101,19 @@ class Outbox:
 
     def __bool__(self) -> bool:
         return bool(self.requests)
+
+    def merge(self, other: Outbox) -> None:
+        """Add ``other``'s requests: one request per broker carrying both's partition states
+        (``other``'s, the later decision, where both name a partition)."""
+        for b, req in other.requests.items():
+            mine = self.requests.get(b)
+            if mine is not None:
+                states = {(s.topic, s.partition): s for s in mine.partition_states}
+                states.update({(s.topic, s.partition): s for s in req.partition_states})
+                leaders = tuple(sorted(set(mine.live_leaders) | set(req.live_leaders)))
+                req = LeaderAndIsrRequest(req.controller_id, req.controller_epoch,
+                                          req.broker_epoch, tuple(states.values()), leaders)
+            self.requests[b] = req
 
 
 def assign_replicas(
@@ -189,9 +212,10 @@ class Controller:
 
     # --- brokers -------------------------------------------------------------------------------
     def register_broker(self, broker_id: int, now_ms: int, *,
-                        previous_broker_epoch: int | None = None) -> Outbox:
+                        previous_broker_epoch: int | None = None,
+                        rack: str | None = None) -> Outbox:
         """A broker (re)starts: new broker epoch; it gets the full state of its partitions and
-        offline partitions it can lead are elected (§8.3).
+        offline partitions it can lead are elected (§8.3). ``rack`` is its ``broker.rack``.
 
         ``previous_broker_epoch`` is the registration's ``PreviousBrokerEpoch`` (KIP-966): the
         broker epoch its clean-shutdown marker recorded, −1 without one (None: not sent). With
@@ -204,7 +228,8 @@ class Controller:
                 and previous_broker_epoch != old.epoch):
             pre = self._unclean_shutdown(broker_id)
         self._next_broker_epoch += 1
-        self.brokers[broker_id] = BrokerRegistration(broker_id, self._next_broker_epoch, True, now_ms)
+        self.brokers[broker_id] = BrokerRegistration(broker_id, self._next_broker_epoch, True, now_ms,
+                                                     rack=rack)
         changed = self._elect_offline(ISR_ORIGIN_ELECTION)
         changed += [tp for tp in pre if tp not in changed]
         out = self._fan_out(self.partitions_of(broker_id), only=[broker_id])
@@ -228,8 +253,8 @@ class Controller:
         out = Outbox()
         for b, reg in sorted(self.brokers.items()):
             if reg.alive and now_ms - reg.last_heartbeat_ms > self.session_timeout_ms:
-                more = self.broker_failed(b)
-                out.requests.update(more.requests)
+                # several sessions may end at once (a whole rack): keep every decision
+                out.merge(self.broker_failed(b))
         return out
 
     def broker_failed(self, broker_id: int) -> Outbox:
@@ -403,14 +428,24 @@ class Controller:
         assignment: Sequence[Sequence[int]] | None = None, unclean_leader_election: bool = False,
         start_index: int = 0, partition_ids: Sequence[int] | None = None,
         min_insync_replicas: int = 1,
+        placement_random: PlacementRandom | np.random.Generator | None = None,
     ) -> Outbox:
         """New partitions: leader = first live replica, ISR = live replicas, epoch 0 (§8.2).
+
+        Without an ``assignment``: when any broker registered a ``broker.rack``, KRaft's striped
+        rack-aware placement (:mod:`replica_core.controller.replica_placer`, drawing from
+        ``placement_random``; fenced = not alive), else the rack-unaware assignment.
 
         ``partition_ids`` creates only those partitions of the topic (with the replicas the full
         assignment gives them): a simulator lane holds one fetcher's share of a topic."""
         if any(tp.topic == topic for tp in self.partitions):
             raise ValueError(f"topic {topic!r} already exists")
         brokers = sorted(self.brokers)
+        usable = [UsableBroker(b, self.brokers[b].rack, not self.brokers[b].alive) for b in brokers]
+        if assignment is None and racks_configured(usable):
+            assignment = place_replicas(
+                n_partitions, replication_factor, usable,
+                placement_random if placement_random is not None else np.random.default_rng(0))
         if assignment is None:
             assignment = assign_replicas(n_partitions, replication_factor, brokers,
                                          start_index=start_index)

@@ -25,6 +25,10 @@ ISOLATION_READ_COMMITTED = 1
 LEADER_RECOVERY_RECOVERED = 0
 LEADER_RECOVERY_RECOVERING = 1
 
+UNKNOWN_BROKER_EPOCH = -1
+"""Kafka's ``AbstractControlRequest.UNKNOWN_BROKER_EPOCH``: a controller request that names no
+broker epoch (never stale), and the epoch of a broker that has not registered yet."""
+
 
 class TopicPartition(NamedTuple):
     topic: str
@@ -61,6 +65,7 @@ class LeaderAndIsrRequest:
     controller_id: int
     controller_epoch: int
     broker_epoch: int
+    """The epoch of the broker process the controller addressed (KIP-380)."""
     partition_states: tuple[LeaderAndIsrPartitionState, ...]
     live_leaders: tuple[int, ...] = ()
 

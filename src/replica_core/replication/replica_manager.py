@@ -56,6 +56,7 @@ from replica_core.replication.messages import (
     ISOLATION_READ_COMMITTED,
     LATEST_TIMESTAMP,
     NO_EPOCH,
+    UNKNOWN_BROKER_EPOCH,
     AlterPartitionItem,
     AlterPartitionRequest,
     AlterPartitionResult,
@@ -216,7 +217,8 @@ class ReplicaManager:
                  isr_change_listener: Callable[[list[TopicPartition]], None] | None = None,
                  pure_kernels: bool | None = None,
                  session_id_rng: np.random.Generator | None = None,
-                 metadata_cache: MetadataCache | None = None) -> None:
+                 metadata_cache: MetadataCache | None = None,
+                 fence_stale_controller_requests: bool = True) -> None:
         if config is None:
             config = ReplicaConfig()
         elif not isinstance(config, ReplicaConfig):
@@ -227,6 +229,10 @@ class ReplicaManager:
         self.clock = clock
         self.alter_partition = alter_partition
         self.broker_epoch = int(broker_epoch)
+        """This process's registered broker epoch; UNKNOWN_BROKER_EPOCH until it registers."""
+        self.fence_stale_controller_requests = bool(fence_stale_controller_requests)
+        """KIP-380 (Kafka ≥ 2.2): controller requests wait for registration and stale ones are
+        refused; False models the older brokers that served whatever arrived."""
         self.fetcher_manager = fetcher_manager
         self.isr_change_listener = isr_change_listener
         self.controller_epoch = 0  # KafkaController.InitialControllerEpoch
@@ -293,6 +299,42 @@ class ReplicaManager:
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.is_leader]
 
+    # ---- controller requests: the broker epoch (KIP-380) --------------------------------------
+    def controller_request_error(self, broker_epoch: int) -> Errors:
+        """May this process serve a controller request (LeaderAndIsr, StopReplica,
+        UpdateMetadata) addressed to broker epoch ``broker_epoch``? (§8.8)
+
+        As Kafka since KIP-380: a broker serves no controller request before it has
+        registered (BROKER_NOT_AVAILABLE: the request could not reach it yet, the controller
+        tries again), and a request stamped with an epoch older than this process's is meant
+        for a previous process of the broker — a fast restart — and is refused whole with
+        STALE_BROKER_EPOCH (``KafkaApis.isBrokerEpochStale``; an epoch newer than ours can
+        come before our registration answer and is served). UNKNOWN_BROKER_EPOCH (older
+        request versions) is never stale. Errors.NONE when the request may be served; always
+        NONE with ``fence_stale_controller_requests`` off (brokers before Kafka 2.2)."""
+        if not self.fence_stale_controller_requests:
+            return Errors.NONE
+        if self.broker_epoch == UNKNOWN_BROKER_EPOCH:
+            return Errors.BROKER_NOT_AVAILABLE
+        if broker_epoch != UNKNOWN_BROKER_EPOCH and broker_epoch < self.broker_epoch:
+            return Errors.STALE_BROKER_EPOCH
+        return Errors.NONE
+
+    def update_metadata(self, broker_epoch: int, broker_epochs: Iterable[tuple[int, int]],
+                        alive: Iterable[int]) -> Errors:
+        """UpdateMetadata (the part replication uses): the registered epoch of every broker
+        (against stale fetches, KIP-841/KIP-903) and which are alive (ISR eligibility).
+        Refused whole as :meth:`controller_request_error` says."""
+        error = self.controller_request_error(broker_epoch)
+        if error != Errors.NONE:
+            return error
+        live = set(alive)
+        for b, epoch in broker_epochs:
+            self.broker_epochs[b] = epoch
+            if b != self.broker_id:
+                self.set_broker_eligible(b, b in live)
+        return Errors.NONE
+
     # ---- LeaderAndIsr (§8.5) -----------------------------------------------------------------
     def become_leader_or_follower(self, request: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
         """ReplicaManager.becomeLeaderOrFollower (ZK mode, §8.5).
@@ -304,7 +346,12 @@ class ReplicaManager:
         INCONSISTENT_TOPIC_ID. Leaders first stop their fetchers then run makeLeader (§6.1);
         followers run makeFollower, stop fetchers, complete their delayed operations, truncate
         to the HW in ``high_watermark`` mode, and restart fetchers at the initial fetch offset.
+        Before all that, a request this process may not serve (not registered yet, or a stale
+        broker epoch: :meth:`controller_request_error`) is refused whole, changing nothing.
         """
+        error = self.controller_request_error(request.broker_epoch)
+        if error != Errors.NONE:
+            return LeaderAndIsrResponse(error, {s.tp: error for s in request.partition_states})
         if request.controller_epoch < self.controller_epoch:
             errors = {s.tp: Errors.STALE_CONTROLLER_EPOCH for s in request.partition_states}
             return LeaderAndIsrResponse(Errors.STALE_CONTROLLER_EPOCH, errors)
@@ -408,11 +455,17 @@ class ReplicaManager:
         if tps and self.fetcher_manager is not None:
             self.fetcher_manager.remove_fetcher_for_partitions(tps)
 
-    def stop_replica(self, tp: TopicPartition, *, delete: bool = False) -> Errors:
+    def stop_replica(self, tp: TopicPartition, *, delete: bool = False,
+                     broker_epoch: int = UNKNOWN_BROKER_EPOCH) -> Errors:
         """StopReplica (``stopPartitions``): stop fetching ``tp``; with ``delete`` also stop
         hosting it (leadership and leader-side state dropped, waiting produce and fetch
         answered) and delete its log. Without ``delete`` the partition stays hosted as it is,
-        as in Kafka (a follower of a broker in controlled shutdown keeps its replica)."""
+        as in Kafka (a follower of a broker in controlled shutdown keeps its replica). A
+        request this process may not serve (:meth:`controller_request_error`) changes nothing
+        and answers the error."""
+        error = self.controller_request_error(broker_epoch)
+        if error != Errors.NONE:
+            return error
         tp = TopicPartition(*tp)
         if tp not in self._partitions:
             return Errors.NONE

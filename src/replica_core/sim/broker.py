@@ -19,6 +19,14 @@ Faults: :meth:`SimBroker.crash` (``"process"``: every in-memory structure is dro
 cache survives; ``"power"``: the medium keeps only flushed bytes), :meth:`SimBroker.restart`
 (log recovery, then registration with a new broker epoch and LeaderAndIsr from the controller),
 and :meth:`SimBroker.slow` (fetch responses and served requests take ``factor`` times longer).
+
+Registration is retried as Kafka's ``BrokerLifecycleManager`` does: each attempt waits at most
+``min(controller.socket.timeout.ms, broker.session.timeout.ms / 2)`` for its answer (the
+lifecycle channel's retry timeout, KAFKA-14392), then the next goes out after an exponential
+backoff (100 ms doubling up to ``broker.session.timeout.ms``, ±2 % jitter). Controller requests
+(LeaderAndIsr, UpdateMetadata) carry the broker epoch they were addressed to; the
+ReplicaManager refuses them before registration and when stale (KIP-380) unless the cluster
+models pre-KIP-380 brokers (``detect_bounces=False``).
 """
 from __future__ import annotations
 
@@ -28,6 +36,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from replica_core.errors import Errors, RequestTimedOutError
 from replica_core.fetcher.endpoint import EpochAndOffset
@@ -42,6 +52,7 @@ from replica_core.replication.messages import (
     FetchRequest,
     FetchResponse,
     LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
     ListOffsetsPartition,
     OffsetsForLeaderEpochRequest,
     ProducePartitionResponse,
@@ -56,6 +67,25 @@ if TYPE_CHECKING:
 
 CONTROLLER_NODE = -1
 """Network node id of the controller."""
+REGISTRATION_BACKOFF_INITIAL_MS = 100
+"""BrokerLifecycleManager's resend backoff: first delay after a failed registration..."""
+REGISTRATION_BACKOFF_MULTIPLIER = 2
+"""... doubled after each further failure, up to ``broker.session.timeout.ms`` ..."""
+REGISTRATION_BACKOFF_JITTER = 0.02
+"""... with this much random jitter either way (``ExponentialBackoff(100, 2, session, 0.02)``)."""
+LIFECYCLE_STREAM = 0x6C696665  # spawn-key tag of the registration backoff jitter generators
+
+
+def registration_backoff_ms(failures: int, max_ms: int, rng: np.random.Generator) -> int:
+    """Kafka's ``ExponentialBackoff.backoff(failures)`` for the broker lifecycle: the delay
+    before the next registration attempt after ``failures`` failed ones (0 = the first)."""
+    initial = min(max_ms, REGISTRATION_BACKOFF_INITIAL_MS)
+    if max_ms <= initial:
+        return initial
+    exp_max = np.log(max_ms / max(initial, 1)) / np.log(REGISTRATION_BACKOFF_MULTIPLIER)
+    term = initial * REGISTRATION_BACKOFF_MULTIPLIER ** min(float(failures), float(exp_max))
+    factor = rng.uniform(1 - REGISTRATION_BACKOFF_JITTER, 1 + REGISTRATION_BACKOFF_JITTER)
+    return min(int(factor * term), max_ms)
 
 
 # ---- messages on the simulated wire ------------------------------------------------------------
@@ -82,6 +112,8 @@ class RegisterBroker:
     previous_broker_epoch: int = -1
     """KIP-966 ``PreviousBrokerEpoch``: the epoch in the clean-shutdown markers at startup (−1
     after an unclean shutdown); a running process registering again sends its current one."""
+    rack: str | None = None
+    """``broker.rack`` (None: not set)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +135,12 @@ class HeartbeatResponse:
 @dataclass(frozen=True, slots=True)
 class MetadataUpdate:
     """Broker liveness and epochs from the controller (UpdateMetadata): ISR eligibility and the
-    registered broker epochs used against stale fetches (KIP-841, KIP-903)."""
+    registered broker epochs used against stale fetches (KIP-841, KIP-903). ``broker_epoch``
+    is the epoch of the broker it was addressed to (KIP-380)."""
 
     broker_epochs: tuple[tuple[int, int], ...]
     alive: tuple[int, ...]
+    broker_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,6 +404,8 @@ class SimBroker:
         self._file_deletion_timer: Any = None
         self._file_deletion_at = -1
         self._hb_timer: Any = None
+        self._register_failures = 0
+        self._lifecycle_rng: np.random.Generator | None = None
         self._parked_produce: dict[int, Callable[[Any, int], None]] = {}
         self._produce_seq = 0
         self._fetch_seq = 0
@@ -395,7 +431,8 @@ class SimBroker:
         lm.startup()
         rm = ReplicaManager(self.broker_id, lm, cluster.replica_config, clock=self.loop.clock,
                             alter_partition=self._send_alter_partition, broker_epoch=-1,
-                            session_id_rng=self.session_rng)
+                            session_id_rng=self.session_rng,
+                            fence_stale_controller_requests=cluster.detect_bounces)
         fm = SimFetcherManager(self, self.broker_id, rm, cluster.replica_config,
                                lambda leader: SimLeaderEndPoint(self, leader),
                                clock=self.loop.clock, truncation=cluster.truncation)
@@ -403,7 +440,16 @@ class SimBroker:
         self.lm, self.rm, self.fetcher_manager = lm, rm, fm
         self._parked_fetch = {}
         cluster.trace("start", self.broker_id, len(lm.logs))
+        self._register_failures = 0
+        self._lifecycle_rng = None
         self._register()
+
+    def registration_timeout_ms(self) -> int:
+        """How long one registration attempt waits for its answer: the broker lifecycle
+        channel's retry timeout, ``broker.session.timeout.ms / 2`` (KAFKA-14392), capped by
+        ``controller.socket.timeout.ms``."""
+        cluster = self.cluster
+        return max(1, min(cluster.controller_timeout_ms, cluster.session_timeout_ms // 2))
 
     def _register(self) -> None:
         inc = self.incarnation
@@ -412,8 +458,18 @@ class SimBroker:
             if inc != self.incarnation or not self.alive:
                 return
             if is_failure(answer):
-                self.loop.call_later(self.cluster.retry_backoff_ms, self._register_if, inc)
+                if self._lifecycle_rng is None:
+                    key = (LIFECYCLE_STREAM, self.broker_id, inc)
+                    self._lifecycle_rng = np.random.default_rng(
+                        np.random.SeedSequence(self.cluster.seed, spawn_key=key))
+                delay = registration_backoff_ms(self._register_failures,
+                                                self.cluster.session_timeout_ms,
+                                                self._lifecycle_rng)
+                self._register_failures += 1
+                self.cluster.trace("register_failed", self.broker_id, f"retry in {delay} ms")
+                self.loop.call_later(delay, self._register_if, inc)
                 return
+            self._register_failures = 0
             self.broker_epoch = answer.broker_epoch
             if self.rm is not None:
                 self.rm.broker_epoch = answer.broker_epoch
@@ -424,12 +480,13 @@ class SimBroker:
                 self._schedule_heartbeat()
                 self._schedule_flusher()
                 self._schedule_retention()
+                self._schedule_producer_expiration()
             self._schedule_tick()
 
         previous = self.broker_epoch if self.broker_epoch >= 0 else self.boot_broker_epoch
-        self.network.request(self.broker_id, CONTROLLER_NODE,
-                             RegisterBroker(self.broker_id, previous), 64,
-                             on_answer, timeout_ms=self.cluster.controller_timeout_ms)
+        register = RegisterBroker(self.broker_id, previous, self.cluster.racks.get(self.broker_id))
+        self.network.request(self.broker_id, CONTROLLER_NODE, register, 64, on_answer,
+                             timeout_ms=self.registration_timeout_ms())
 
     def _register_if(self, inc: int) -> None:
         if inc == self.incarnation and self.alive:
@@ -470,7 +527,7 @@ class SimBroker:
         elif self.lm is not None:
             for lg in self.lm.logs.values():
                 try:
-                    lg.close()
+                    lg.close_handlers()  # a dead process writes nothing (no snapshot)
                 except Exception:  # noqa: BLE001 - the process is gone either way
                     pass
         self.lm = self.rm = self.fetcher_manager = None
@@ -566,8 +623,7 @@ class SimBroker:
         elif isinstance(msg, LeaderAndIsrRequest):
             self._on_leader_and_isr(msg, respond)
         elif isinstance(msg, MetadataUpdate):
-            self._on_metadata(msg)
-            respond(True, 16)
+            respond(self._on_metadata(msg), 16)
         elif isinstance(msg, ConsumerFetch):
             assert self.rm is not None
             req = msg.request
@@ -593,21 +649,36 @@ class SimBroker:
         if inc == self.incarnation and self.alive:
             self._on_produce(msg, respond)
 
-    def _on_metadata(self, msg: MetadataUpdate) -> None:
+    def _on_metadata(self, msg: MetadataUpdate) -> Errors:
         rm = self.rm
         if rm is None:
-            return
-        alive = set(msg.alive)
-        for b, epoch in msg.broker_epochs:
-            rm.broker_epochs[b] = epoch
-            if b != self.broker_id:
-                rm.set_broker_eligible(b, b in alive)
+            return Errors.NONE
+        error = rm.update_metadata(msg.broker_epoch, msg.broker_epochs, msg.alive)
+        if error != Errors.NONE:
+            self.cluster.trace("refused", self.broker_id, "UpdateMetadata", error.name,
+                               f"request epoch {msg.broker_epoch}", f"ours {rm.broker_epoch}")
+        return error
 
     def _on_leader_and_isr(self, req: LeaderAndIsrRequest, respond: Callable[[Any, int], None]
                            ) -> None:
         rm = self.rm
         lm = self.lm
         assert rm is not None and lm is not None and self.fetcher_manager is not None
+        error = rm.controller_request_error(req.broker_epoch)
+        if error != Errors.NONE:
+            # not registered yet, or meant for a previous process of this broker (KIP-380):
+            # refused before any log is created (the ReplicaManager would refuse it too)
+            self.cluster.trace("refused", self.broker_id, "LeaderAndIsr", error.name,
+                               f"request epoch {req.broker_epoch}", f"ours {rm.broker_epoch}")
+            respond(LeaderAndIsrResponse(error, {s.tp: error for s in req.partition_states}),
+                    16 + 8 * len(req.partition_states))
+            return
+        hw_mode = self.cluster.truncation == "high_watermark"
+        leos = None
+        if hw_mode:  # what the followers hold before truncating to their HW (loss causes)
+            leos = {s.tp: int(lg.log_end_offset) for s in req.partition_states
+                    if s.leader != self.broker_id
+                    and (lg := lm.get_log(s.topic, s.partition)) is not None}
         for s in req.partition_states:
             if lm.get_log(s.topic, s.partition) is None and self.broker_id in s.replicas:
                 # naming the log dir skips LogManager's per-call count of logs per dir
@@ -620,7 +691,7 @@ class SimBroker:
         followed = [s.tp for s in req.partition_states if s.leader != self.broker_id]
         self.cluster.trace("leader_and_isr", self.broker_id, len(req.partition_states), len(led))
         self.cluster.checker.became_leader(self, led)
-        self.cluster.checker.became_follower(self, followed)
+        self.cluster.checker.became_follower(self, followed, leos)
         respond(response, 16 + 8 * len(req.partition_states))
         self._schedule_tick()
 
@@ -790,6 +861,23 @@ class SimBroker:
 
         self._file_deletion_at = max(due, self.loop.now)
         self._file_deletion_timer = self.loop.call_at(self._file_deletion_at, run)
+
+    def _schedule_producer_expiration(self) -> None:
+        """Kafka's ``PeriodicProducerExpirationCheck`` (every
+        ``producer.id.expiration.check.interval.ms``)."""
+        lm = self.lm
+        if lm is None:
+            return
+        interval = lm.producer_id_expiration_check_interval_ms
+        inc = self.incarnation
+
+        def run() -> None:
+            if inc != self.incarnation or not self.alive or self.lm is None:
+                return
+            self.lm.remove_expired_producers_if_due()
+            self.loop.call_later(interval, run)
+
+        self.loop.call_later(interval, run)
 
     # ---- time-driven work -----------------------------------------------------------------------
     def _schedule_tick(self) -> None:

@@ -35,6 +35,7 @@ pre-allocated in memory for every one of thousands of logs).
 from __future__ import annotations
 
 import logging
+import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -69,7 +70,8 @@ from replica_core.sim.broker import (
 )
 from replica_core.sim.invariants import InvariantChecker
 from replica_core.sim.loop import EventLoop
-from replica_core.sim.network import Network
+from replica_core.sim.network import Network, parse_network, rack_map
+from replica_core.sim.producer_config import producer_settings
 from replica_core.sim.storage_faults import StorageFaults
 from replica_core.storage.config import LogConfig
 
@@ -90,10 +92,15 @@ LOG_MANAGER_KEYS = {
     "log.initial.task.delay.ms": "initial_task_delay_ms",
 }
 """Broker settings of the LogManager's scheduled work (retention), routed to ``log_manager``."""
+PRODUCER_ONLY_KEYS = frozenset({"enable.idempotence", "max.in.flight.requests.per.connection",
+                                "retries"})
+"""Producer configs kept as given (validated by :func:`~replica_core.sim.producer_config.
+producer_settings` with the workload's acks)."""
 SIM_LOG_DEFAULTS = {"segment.index.bytes": 8192}
 SCRIPT_CLIENT = 999
 """Network node of the client behind :meth:`Cluster.produce`."""
 STORAGE_STREAM = 0x73746F72616765  # spawn-key tag of the brokers' storage generators
+PLACEMENT_STREAM = 0x706C616365  # spawn-key tag of the replica placement generators
 
 
 @dataclass(frozen=True)
@@ -211,18 +218,22 @@ def split_configs(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         if key in LOG_MANAGER_KEYS:
             out["log_manager"][LOG_MANAGER_KEYS[key]] = _config_int(key, value)
             known = True
+        if key in PRODUCER_ONLY_KEYS:
+            out["client"][key] = value
+            known = True
         if not known:
             raise InvalidConfigurationError(f"unknown configuration {key!r}")
     return out
 
 
-def configs_in_force(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def configs_in_force(config: Mapping[str, Any], acks: int = -1) -> dict[str, dict[str, Any]]:
     """Every configuration a simulated cluster runs with, defaults included, by the layer that
     reads it: ``broker`` (replication: :class:`~replica_core.replication.ReplicaConfig`),
     ``log`` (the topic-level defaults: :class:`~replica_core.storage.LogConfig`, with the
     simulator's ``segment.index.bytes`` default), ``controller`` and ``producer``; Kafka's
     dotted names, values as Kafka's properties print them. Unknown keys raise
-    InvalidConfigurationError (as :class:`Cluster` does)."""
+    InvalidConfigurationError (as :class:`Cluster` does). The producer's idempotence is
+    resolved for a producer sending with ``acks``."""
     routed = split_configs(config)
     replica = ReplicaConfig.from_properties(routed["replica"]).to_properties()
     replica.pop("truncation", None)  # the simulator's mode, not a Kafka config
@@ -242,12 +253,16 @@ def configs_in_force(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         "controller.socket.timeout.ms": int(ctrl.get("controller_timeout_ms", 30_000)),
     }
     client = routed["client"]
+    request_timeout = int(client.get("request_timeout_ms", replica["request.timeout.ms"]))
+    settings = producer_settings(config, acks, request_timeout)
     producer = {
         "retry.backoff.ms": int(client.get("retry_backoff_ms", 100)),
         "retry.backoff.max.ms": int(client.get("retry_backoff_max_ms", 1000)),
-        "delivery.timeout.ms": int(client.get("delivery_timeout_ms", 120_000)),
-        "request.timeout.ms": int(client.get("request_timeout_ms",
-                                             replica["request.timeout.ms"])),
+        "delivery.timeout.ms": settings.delivery_timeout_ms,
+        "request.timeout.ms": request_timeout,
+        "enable.idempotence": settings.enable_idempotence,
+        "max.in.flight.requests.per.connection": settings.max_in_flight,
+        "retries": settings.retries,
     }
     return {"broker": dict(sorted(replica.items())), "log": dict(sorted(log.items())),
             "controller": controller, "producer": producer}
@@ -369,6 +384,7 @@ class ControllerNode:
         way = "shrink" if len(new) < len(old) else "expand" if len(new) > len(old) else "replace"
         by = self.isr_changes.setdefault(origin, {"shrink": 0, "expand": 0, "replace": 0})
         by[way] += 1
+        self.cluster.checker.isr_changed(tp, old, new)
         if origin == ISR_ORIGIN_ALTER_PARTITION:
             if way == "shrink":
                 self.isr_shrinks += 1
@@ -377,6 +393,7 @@ class ControllerNode:
 
     def _declared_dead(self, broker_id: int) -> None:
         self.cluster.client_view.recovery.broker_declared_dead(broker_id, self.loop.now)
+        self.cluster.checker.declared_dead(broker_id)
 
     # ---- messages ------------------------------------------------------------------------------
     def _on_message(self, src: int, msg: Any, respond: Callable[[Any, int], None]) -> None:
@@ -405,7 +422,8 @@ class ControllerNode:
                 outbox = ctrl.broker_failed(b)
                 self._declared_dead(b)
                 self._after_change(outbox)
-            outbox = ctrl.register_broker(b, now, previous_broker_epoch=msg.previous_broker_epoch)
+            outbox = ctrl.register_broker(b, now, previous_broker_epoch=msg.previous_broker_epoch,
+                                          rack=msg.rack)
             self._gen += 1
             self.channels[b] = _Channel(self._gen)
             respond(RegisterResponse(ctrl.brokers[b].epoch), 16)
@@ -478,9 +496,8 @@ class ControllerNode:
         ctrl = self.controller
         epochs = tuple(sorted((b, r.epoch) for b, r in ctrl.brokers.items()))
         alive = tuple(sorted(b for b, r in ctrl.brokers.items() if r.alive))
-        msg = MetadataUpdate(epochs, alive)
         for b in alive:
-            self.enqueue(b, msg)
+            self.enqueue(b, MetadataUpdate(epochs, alive, ctrl.brokers[b].epoch))
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      assignment: Sequence[Sequence[int]] | None, unclean: bool,
@@ -490,7 +507,8 @@ class ControllerNode:
                                               assignment=assignment,
                                               unclean_leader_election=unclean,
                                               partition_ids=partition_ids,
-                                              min_insync_replicas=min_isr)
+                                              min_insync_replicas=min_isr,
+                                              placement_random=self.cluster.placement_rng(name))
         ids = range(partitions) if partition_ids is None else partition_ids
         tps = [TopicPartition(name, p) for p in ids]
         rf = len(self.controller.partitions[tps[0]].replicas)
@@ -564,7 +582,8 @@ class ControllerNode:
         if ch is None or ch.gen != gen:
             return
         ch.in_flight = False
-        if is_failure(answer):
+        if is_failure(answer) or _error_code(answer) == Errors.BROKER_NOT_AVAILABLE:
+            # lost, or the broker's new process has not registered yet: send it again
             self.loop.call_later(self.cluster.retry_backoff_ms, self._pump, broker_id)
             return
         ch.queue.popleft()
@@ -573,6 +592,11 @@ class ControllerNode:
     def idle(self) -> bool:
         """No controller request queued or in flight."""
         return all(not ch.queue and not ch.in_flight for ch in self.channels.values())
+
+
+def _error_code(answer: Any) -> Any:
+    """The top-level error of a broker's answer to a controller request."""
+    return answer if isinstance(answer, Errors) else getattr(answer, "error_code", None)
 
 
 class Cluster:
@@ -584,7 +608,10 @@ class Cluster:
                  latency_ms: float = 1.0, bandwidth_mbps: float = 1000.0,
                  strict: bool | None = None, processing_base_ms: float = 1.0,
                  trace_events: int = 200, check_interval_ms: int = 1000,
-                 checks_per_interval: int = 10, detect_bounces: bool = True) -> None:
+                 checks_per_interval: int = 10, detect_bounces: bool = True,
+                 racks: Sequence[str] | Mapping[int, str] | None = None,
+                 network: Mapping[str, Any] | None = None,
+                 placement_seed: int | None = None) -> None:
         if truncation not in ("leader_epoch", "high_watermark"):
             raise InvalidConfigurationError("truncation must be leader_epoch or high_watermark")
         if storage not in ("memory", "disk"):
@@ -594,6 +621,7 @@ class Cluster:
         if not ids or min(ids) < 0 or len(set(ids)) != len(ids):
             raise InvalidConfigurationError(f"bad broker ids {ids}")
         self.seed = int(seed)
+        self.placement_seed = self.seed if placement_seed is None else int(placement_seed)
         self.detect_bounces = bool(detect_bounces)
         self.storage = storage
         self.truncation = truncation
@@ -617,6 +645,7 @@ class Cluster:
         self.request_timeout_ms = client.get("request_timeout_ms",
                                              self.replica_config.request_timeout_ms)
         self.delivery_timeout_ms = client.get("delivery_timeout_ms", 120_000)
+        self._next_producer_id = 0
         self.replica_socket_timeout_ms = self.replica_config.replica_socket_timeout_ms
         self.processing_base_ms = float(processing_base_ms)
         self.log_manager_settings = log_manager_settings(routed["log_manager"])
@@ -631,6 +660,12 @@ class Cluster:
         self.loop = EventLoop(self.seed)
         self.network = Network(self.loop, latency_ms=latency_ms,
                                bandwidth_bytes_per_ms=float(bandwidth_mbps) * 125.0)
+        self.racks: dict[int, str] = rack_map(ids, racks)
+        """``broker.rack`` of each broker that has one (registered with the controller)."""
+        if racks is not None or network:
+            self.network.configure(
+                parse_network(network, racks=set(self.racks.values()), brokers=ids),
+                racks=self.racks, seed=self.seed)
         self.tps: list[TopicPartition] = []
         self.tp_ids: dict[TopicPartition, int] = {}
         self.topic_log_configs: dict[str, LogConfig] = {}
@@ -674,6 +709,12 @@ class Cluster:
             self.loop.call_later(check_interval_ms, self._periodic_check)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
+    def placement_rng(self, topic: str) -> np.random.Generator:
+        """The generator the controller's rack-aware placement of ``topic`` draws from: the
+        placement seed (the scenario's, in every lane) and the topic name only."""
+        key = (PLACEMENT_STREAM, zlib.crc32(topic.encode()))
+        return np.random.default_rng(np.random.SeedSequence(self.placement_seed, spawn_key=key))
+
     def storage_rng(self, broker_id: int, incarnation: int) -> np.random.Generator:
         """The generator a broker's LogManager draws segment roll jitter from when it starts:
         derived from the seed, the broker and its incarnation only (a key of its own, not a
@@ -750,6 +791,14 @@ class Cluster:
         return self.loop.elapsed_ms / 1000.0
 
     # ---- topics and clients --------------------------------------------------------------------
+    def init_producer_id(self) -> tuple[int, int]:
+        """An InitProducerId answer for a new idempotent producer: ``(producer id, epoch 0)``.
+        Ids are handed out in order from 0, as the first block of Kafka's producer-id
+        manager (no round trip is simulated)."""
+        pid = self._next_producer_id
+        self._next_producer_id += 1
+        return pid, 0
+
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      configs: Mapping[str, Any] | None = None,
                      assignment: Sequence[Sequence[int]] | None = None,
@@ -839,6 +888,7 @@ class Cluster:
             return
         self._bank_fetch_metrics(b)
         if mode == "power":
+            self.checker.power_failing(b)
             self.storage_faults.power_failure(b, torn_write, int(bit_flips))
         else:
             b.crash(mode)
@@ -874,6 +924,7 @@ class Cluster:
         self.checker.broker_restarted(b)
         b.restart()
         self.storage_faults.recovered(b)
+        self.checker.broker_started(b)
         self.restarts += 1
         self.client_view.refresh_broker(broker)
         for tp in b.rm.partitions() if b.rm is not None else ():
@@ -926,10 +977,12 @@ class Cluster:
         self.trace("heal")
         self.client_view.refresh_all()
 
-    def heal_partition(self, side_a: Iterable[int]) -> None:
-        """End the network partitions whose first side is ``side_a``."""
+    def heal_partition(self, side_a: Iterable[int], side_b: Iterable[int] | None = None) -> None:
+        """End the network partitions whose first side is ``side_a`` (and second ``side_b``,
+        when given)."""
         a = frozenset(int(x) for x in side_a)
-        self._cuts = [c for c in self._cuts if c[0] != a]
+        b = None if side_b is None else frozenset(int(x) for x in side_b)
+        self._cuts = [c for c in self._cuts if c[0] != a or (b is not None and c[1] != b)]
         self._reapply_network()
         self.client_view.refresh_all()
 
@@ -939,6 +992,62 @@ class Cluster:
             self.network.isolate(b)
         for a, b in self._cuts:
             self.network.partition(set(a), set(b))
+
+    # ---- failure domains (broker.rack) -----------------------------------------------------------
+    def brokers_in_racks(self, racks: Iterable[str]) -> tuple[int, ...]:
+        """The brokers of these racks (InvalidConfigurationError naming an unknown rack)."""
+        names = [str(r) for r in racks]
+        known = set(self.racks.values())
+        for r in names:
+            if r not in known:
+                raise InvalidConfigurationError(
+                    f"unknown rack {r!r} (racks: {sorted(known)})")
+        wanted = set(names)
+        return tuple(b for b, r in self.racks.items() if r in wanted)
+
+    def _other_racks(self, racks: Iterable[str]) -> tuple[int, ...]:
+        inside = set(self.brokers_in_racks(racks))
+        return tuple(b for b in self.racks if b not in inside)
+
+    def crash_rack(self, rack: str, mode: str = "process") -> None:
+        """A whole rack (availability zone) fails: every broker in it crashes (``"power"``:
+        only flushed bytes survive on any of them)."""
+        for b in self.brokers_in_racks([rack]):
+            self.crash(b, mode)
+
+    def restart_rack(self, rack: str) -> None:
+        """Every crashed broker of a rack starts again (one down from a fault of its own
+        too)."""
+        for b in self.brokers_in_racks([rack]):
+            self.restart(b)
+
+    def isolate_rack(self, rack: str) -> None:
+        """Cut a rack off: its brokers reach one another but nothing outside it — no broker of
+        another rack, no controller, no client (the controller quorum and the clients live
+        outside every rack)."""
+        self.partition_network(self.brokers_in_racks([rack]))
+
+    def unisolate_rack(self, rack: str) -> None:
+        """End :meth:`isolate_rack` (other cuts stay)."""
+        inside = frozenset(self.brokers_in_racks([rack]))
+        self._cuts = [c for c in self._cuts if c[0] != inside or CONTROLLER_NODE not in c[1]]
+        self._reapply_network()
+        self.trace("unisolate_rack", rack)
+        self.client_view.refresh_all()
+
+    def partition_racks(self, racks: Iterable[str], others: Iterable[str] | None = None) -> None:
+        """A network partition between the brokers of ``racks`` and those of ``others``
+        (default: every other rack); the controller and clients still reach both sides."""
+        racks = list(racks)
+        side_b = self._other_racks(racks) if others is None else self.brokers_in_racks(others)
+        self.partition_network(self.brokers_in_racks(racks), side_b)
+
+    def heal_rack_partition(self, racks: Iterable[str], others: Iterable[str] | None = None
+                            ) -> None:
+        """End :meth:`partition_racks` for the same sides."""
+        racks = list(racks)
+        side_b = self._other_racks(racks) if others is None else self.brokers_in_racks(others)
+        self.heal_partition(self.brokers_in_racks(racks), side_b)
 
     def slow(self, broker: int, factor: float, target: str = "all") -> None:
         """Slow a broker down: its fetch processing (``"fetch"``: a slow follower), its serving

@@ -33,6 +33,37 @@ processes over the scenario's duration — each fault ends before the next of it
     torn_write_fraction (of power failures), bit_flips_per_broker_hour,
     lost_fsyncs_per_broker_hour, mean_lost_fsync_s, slow_fsyncs_per_broker_hour,
     mean_slow_fsync_s                                (storage faults)
+
+Whole racks (``broker.rack``, availability zones; need the scenario's ``cluster.racks``): a
+scripted fault takes ``rack = "a"`` instead of a broker (``crash`` in either mode, ``restart``,
+``isolate`` — cut from the other racks, the controller and clients — and ``unisolate``) or
+``racks = ["a"]`` (``partition`` / ``heal_partition`` between those racks' brokers and every
+other rack's). Drawn from rates (each rack independently, except partitions) by
+:func:`plan_rack_faults`::
+
+    rack_outages_per_hour, mean_rack_outage_s, rack_power_failure_fraction   (per rack)
+    rack_isolations_per_hour, mean_rack_isolation_s                          (per rack)
+    rack_partitions_per_hour, mean_rack_partition_s   (cluster-wide: one random rack vs the rest)
+
+The same rates as a reliability planner states them (:data:`PLANNER_KEYS`)::
+
+    broker_mtbf_hours = 4380          # mean time between failures of one broker (its mean
+                                      # uptime from a repair to the next crash); instead of
+                                      # crashes_per_broker_hour (= 1 / broker_mtbf_hours)
+    repair_time = { distribution = "lognormal", median_s = 600, sigma = 1.0 }
+                                      # how long a crashed broker stays down; or
+                                      # { distribution = "exponential", mean_s = 600 } or
+                                      # { distribution = "fixed", value_s = 600 };
+                                      # instead of mean_downtime_s (exponential)
+    power_losses_per_year = 2         # cluster-wide power losses: every broker loses power
+                                      # at once (only flushed bytes survive) and all come back
+                                      # together after one draw of repair_time
+                                      # (exponential with mean_downtime_s without it)
+
+A year is 8,760 hours. A broker that a power loss finds already down is kept down until the
+later of its own repair and the power's return, and counts as power-failed (its page cache
+is gone either way). Without the planner keys the draws are exactly those of the per-hour
+rates alone.
 """
 from __future__ import annotations
 
@@ -63,6 +94,18 @@ RATE_KEYS = {
     "controller_drops_per_hour": 0.0, "mean_controller_drop_s": 10.0,
     **STORAGE_RATE_KEYS,
 }
+RACK_RATE_KEYS = {
+    "rack_outages_per_hour": 0.0, "mean_rack_outage_s": 60.0, "rack_power_failure_fraction": 0.0,
+    "rack_isolations_per_hour": 0.0, "mean_rack_isolation_s": 30.0,
+    "rack_partitions_per_hour": 0.0, "mean_rack_partition_s": 30.0,
+}
+RATE_KEYS.update(RACK_RATE_KEYS)
+PLANNER_KEYS = ("broker_mtbf_hours", "repair_time", "power_losses_per_year")
+"""Rate keys in a planner's units (see the module docstring); absent by default."""
+HOURS_PER_YEAR = 8760.0
+REPAIR_DISTRIBUTIONS = {"exponential": ("mean_s",), "lognormal": ("median_s", "sigma"),
+                        "fixed": ("value_s",)}
+"""The repair-time distributions and the parameters each needs."""
 
 
 @dataclass(frozen=True, order=True)
@@ -79,11 +122,17 @@ class PlannedFault:
     source: str = "scripted"
     storage: tuple[tuple[str, Any], ...] = ()
     """Storage-fault settings, sorted (key, value) pairs (see sim/storage_faults.py)."""
+    rack: str | None = None
+    racks: tuple[str, ...] = ()
 
     def describe(self) -> str:
         parts = [self.kind]
         if self.broker is not None:
             parts.append(f"broker {self.broker}")
+        if self.rack is not None:
+            parts.append(f"rack {self.rack}")
+        if self.racks:
+            parts.append(f"racks {list(self.racks)}")
         if self.kind == "crash":
             parts.append(f"({self.mode})")
         if self.kind == "slow":
@@ -97,13 +146,63 @@ class PlannedFault:
         return " ".join(parts)
 
 
-def validate_rates(rates: Mapping[str, Any]) -> dict[str, float]:
-    """The fault rates with defaults filled in; unknown keys or negative values raise."""
-    unknown = set(rates) - set(RATE_KEYS)
+def validate_repair_time(spec: Any) -> dict[str, Any]:
+    """``repair_time`` as a normalised table (``distribution`` and its parameters as floats);
+    a bad distribution, a missing, unknown or non-positive parameter raises."""
+    if not isinstance(spec, Mapping):
+        raise InvalidConfigurationError(
+            f"fault_rates.repair_time must be a table such as {{ distribution = \"exponential\", "
+            f"mean_s = 600 }}, got {spec!r}")
+    dist = spec.get("distribution")
+    if dist not in REPAIR_DISTRIBUTIONS:
+        raise InvalidConfigurationError(
+            f"fault_rates.repair_time.distribution must be one of "
+            f"{sorted(REPAIR_DISTRIBUTIONS)}, got {dist!r}")
+    params = REPAIR_DISTRIBUTIONS[dist]
+    unknown = set(spec) - {"distribution", *params}
+    if unknown:
+        raise InvalidConfigurationError(
+            f"fault_rates.repair_time: {dist} takes {list(params)}, not {sorted(unknown)}")
+    out: dict[str, Any] = {"distribution": dist}
+    for name in params:
+        if name not in spec:
+            raise InvalidConfigurationError(f"fault_rates.repair_time: {dist} needs {name}")
+        value = spec[name]
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = float("nan")
+        if isinstance(value, bool) or not number > 0 or number == float("inf"):
+            raise InvalidConfigurationError(
+                f"fault_rates.repair_time.{name} must be a positive number, got {value!r}")
+        out[name] = number
+    return out
+
+
+def draw_repair_ms(spec: Mapping[str, Any], rng: np.random.Generator) -> float:
+    """One repair time (ms, at least 1) from a validated ``repair_time`` table."""
+    dist = spec["distribution"]
+    if dist == "fixed":
+        seconds = float(spec["value_s"])
+    elif dist == "exponential":
+        seconds = float(rng.exponential(spec["mean_s"]))
+    else:  # log-normal: ln(T) ~ Normal(ln(median), sigma^2)
+        seconds = float(rng.lognormal(np.log(spec["median_s"]), spec["sigma"]))
+    return max(1.0, seconds * 1000.0)
+
+
+def validate_rates(rates: Mapping[str, Any]) -> dict[str, Any]:
+    """The fault rates with defaults filled in (numbers as floats; ``repair_time``, when
+    given, as a normalised table); unknown keys, negative values or a crash rate given both
+    per hour and as an MTBF raise."""
+    unknown = set(rates) - set(RATE_KEYS) - set(PLANNER_KEYS)
     if unknown:
         raise InvalidConfigurationError(f"unknown fault_rates keys: {sorted(unknown)}")
-    out = dict(RATE_KEYS)
+    out: dict[str, Any] = dict(RATE_KEYS)
     for key, value in rates.items():
+        if key == "repair_time":
+            out[key] = validate_repair_time(value)
+            continue
         try:
             out[key] = float(value)
         except (TypeError, ValueError):
@@ -113,7 +212,78 @@ def validate_rates(rates: Mapping[str, Any]) -> dict[str, float]:
     if out["power_failure_fraction"] > 1:
         raise InvalidConfigurationError("fault_rates.power_failure_fraction must be at most 1")
     validate_storage_rates(out)
+    if out["rack_power_failure_fraction"] > 1:
+        raise InvalidConfigurationError("fault_rates.rack_power_failure_fraction must be at most 1")
+    if "broker_mtbf_hours" in out:
+        if "crashes_per_broker_hour" in rates:
+            raise InvalidConfigurationError(
+                "fault_rates: give broker_mtbf_hours or crashes_per_broker_hour, not both")
+        if out["broker_mtbf_hours"] <= 0:
+            raise InvalidConfigurationError(
+                f"fault_rates.broker_mtbf_hours must be positive, got {rates['broker_mtbf_hours']!r}")
     return out
+
+
+def _windows(rng: np.random.Generator, per_hour: float, mean_s: float,
+             duration_ms: int) -> list[tuple[float, float]]:
+    """Fault windows as a Poisson process of starts, exponential lengths (at least 1 ms), one
+    window ending before the next starts; nothing is drawn when ``per_hour`` is 0."""
+    spans: list[tuple[float, float]] = []
+    if per_hour <= 0:
+        return spans
+    t = 0.0
+    gap_ms = 3_600_000.0 / per_hour
+    while True:
+        t += float(rng.exponential(gap_ms))
+        if t >= duration_ms:
+            return spans
+        length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
+        spans.append((t, t + length))
+        t += length
+
+
+def plan_rack_faults(rates: Mapping[str, Any], racks: Mapping[int, str], duration_ms: int,
+                     rng: np.random.Generator, *, first_seq: int = 2_000_000
+                     ) -> list[PlannedFault]:
+    """Draw the random whole-rack faults of a run from ``rng`` (a pure function of its state;
+    racks in sorted order; nothing drawn when every rack rate is 0)."""
+    r = validate_rates(rates)
+    names = sorted(set(racks.values()))
+    out: list[PlannedFault] = []
+    seq = first_seq
+
+    def add(at: float, kind: str, **kw: Any) -> None:
+        nonlocal seq
+        if at < duration_ms:
+            out.append(PlannedFault(int(at), seq, kind, source="random", **kw))
+            seq += 1
+
+    if not names:
+        return out
+    for name in names:
+        for start, end in _windows(rng, r["rack_outages_per_hour"], r["mean_rack_outage_s"],
+                                   duration_ms):
+            mode = "power" if float(rng.random()) < r["rack_power_failure_fraction"] else "process"
+            add(start, "crash", rack=name, mode=mode)
+            add(end, "restart", rack=name)
+        for start, end in _windows(rng, r["rack_isolations_per_hour"],
+                                   r["mean_rack_isolation_s"], duration_ms):
+            add(start, "isolate", rack=name)
+            add(end, "unisolate", rack=name)
+    if len(names) > 1:
+        for start, end in _windows(rng, r["rack_partitions_per_hour"],
+                                   r["mean_rack_partition_s"], duration_ms):
+            side = (names[int(rng.integers(len(names)))],)
+            add(start, "partition", racks=side)
+            add(end, "heal_partition", racks=side)
+    return out
+
+
+def crashes_per_broker_hour(rates: Mapping[str, Any]) -> float:
+    """The per-broker crash rate of validated rates (from ``broker_mtbf_hours`` when given)."""
+    if "broker_mtbf_hours" in rates:
+        return 1.0 / float(rates["broker_mtbf_hours"])
+    return float(rates["crashes_per_broker_hour"])
 
 
 def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: int,
@@ -129,7 +299,10 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
             out.append(PlannedFault(int(at), seq, kind, source="random", **kw))
             seq += 1
 
-    def windows(per_hour: float, mean_s: float) -> list[tuple[float, float]]:
+    repair = r.get("repair_time")
+
+    def windows(per_hour: float, mean_s: float, lengths: Mapping[str, Any] | None = None
+                ) -> list[tuple[float, float]]:
         spans = []
         if per_hour <= 0:
             return spans
@@ -139,12 +312,15 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
             t += float(rng.exponential(gap_ms))
             if t >= duration_ms:
                 return spans
-            length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
+            if lengths is None:
+                length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
+            else:
+                length = draw_repair_ms(lengths, rng)
             spans.append((t, t + length))
             t += length
 
     for b in brokers:
-        for start, end in windows(r["crashes_per_broker_hour"], r["mean_downtime_s"]):
+        for start, end in windows(crashes_per_broker_hour(r), r["mean_downtime_s"], repair):
             mode = "power" if float(rng.random()) < r["power_failure_fraction"] else "process"
             torn: tuple[tuple[str, Any], ...] = ()
             if mode == "power" and r["torn_write_fraction"] > 0 and \
@@ -167,7 +343,51 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
         add(start, "drop_controller_messages")
         add(end, "restore_controller_messages")
     out += plan_storage_random(r, brokers, duration_ms, rng, seq)
+    per_year = float(r.get("power_losses_per_year", 0.0))
+    if per_year > 0:
+        outages = windows(per_year / HOURS_PER_YEAR, r["mean_downtime_s"], repair)
+        if outages:
+            out = _with_power_losses(out, outages, brokers, duration_ms, seq)
     return out
+
+
+def _with_power_losses(plan: list[PlannedFault], outages: Sequence[tuple[float, float]],
+                       brokers: Sequence[int], duration_ms: int, first_seq: int
+                       ) -> list[PlannedFault]:
+    """``plan`` with every broker's crash/restart windows merged with the cluster-wide power
+    outages: a broker is down over the union of its own windows and the outages, one crash
+    (``power`` when any merged window was a power loss) and one restart per merged span."""
+    keep = [p for p in plan if p.kind not in ("crash", "restart")]
+    seq = first_seq
+    for b in brokers:
+        spans: list[tuple[float, float, str]] = []
+        start_at: tuple[float, str] | None = None
+        for p in sorted(q for q in plan if q.broker == b and q.kind in ("crash", "restart")):
+            if p.kind == "crash":
+                start_at = (float(p.at_ms), p.mode)
+            elif start_at is not None:
+                spans.append((start_at[0], float(p.at_ms), start_at[1]))
+                start_at = None
+        if start_at is not None:  # down at the end of the run
+            spans.append((start_at[0], float("inf"), start_at[1]))
+        spans += [(s, e, "power") for s, e in outages]
+        spans.sort()
+        merged: list[list[Any]] = []
+        for s, e, mode in spans:
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+                if mode == "power":
+                    merged[-1][2] = "power"
+            else:
+                merged.append([s, e, mode])
+        for s, e, mode in merged:
+            keep.append(PlannedFault(int(s), seq, "crash", broker=b, mode=mode,
+                                     source="random"))
+            seq += 1
+            if e < duration_ms:
+                keep.append(PlannedFault(int(e), seq, "restart", broker=b, source="random"))
+                seq += 1
+    return keep
 
 
 class FaultInjector:
@@ -183,9 +403,11 @@ class FaultInjector:
             plan.append(PlannedFault(int(round(f.at_s * 1000)), k, f.kind,
                                      None if f.broker is None else int(f.broker), f.mode,
                                      float(f.factor), tuple(int(b) for b in f.brokers),
-                                     storage=fault_params(f)))
+                                     storage=fault_params(f), rack=f.rack,
+                                     racks=tuple(f.racks)))
         rng = rng if rng is not None else cluster.loop.spawn_rng()
         plan += plan_random(rates, brokers, duration_ms, rng)
+        plan += plan_rack_faults(rates, cluster.racks, duration_ms, rng)
         self.plan = sorted(plan)
         if cluster.storage != "memory" and any(p.kind == "crash" and p.mode == "power"
                                                for p in self.plan):
@@ -212,8 +434,13 @@ class FaultInjector:
         involved = (b,) if b is not None else p.brokers or (
             tuple(sorted(c.brokers)) if kind in ("heal", "drop_controller_messages",
                                                   "restore_controller_messages") else ())
+        on_racks = p.rack is not None or bool(p.racks)
+        if on_racks:
+            involved = c.brokers_in_racks((p.rack,) if p.rack is not None else p.racks)
         c.note_fault(p.describe(), kind, involved)
-        if kind == "crash":
+        if on_racks:
+            apply_rack_fault(c, p)
+        elif kind == "crash":
             c.crash(self._one(p), p.mode, **dict(p.storage))
         elif kind == "shutdown":
             c.shutdown(self._one(p))
@@ -261,4 +488,26 @@ class FaultInjector:
         return p.broker
 
 
-__all__ = ["RATE_KEYS", "FaultInjector", "PlannedFault", "plan_random", "validate_rates"]
+def apply_rack_fault(c: Cluster, p: PlannedFault) -> None:
+    """Inject a fault on whole racks (``p.rack`` or ``p.racks``)."""
+    kind = p.kind
+    if kind == "crash":
+        c.crash_rack(str(p.rack), p.mode)
+    elif kind == "restart":
+        c.restart_rack(str(p.rack))
+    elif kind == "isolate":
+        c.isolate_rack(str(p.rack))
+    elif kind == "unisolate":
+        c.unisolate_rack(str(p.rack))
+    elif kind == "partition":
+        c.partition_racks(p.racks or (str(p.rack),))
+    elif kind == "heal_partition":
+        c.heal_rack_partition(p.racks or (str(p.rack),))
+    else:
+        raise InvalidConfigurationError(f"fault {kind} does not apply to a rack")
+
+
+__all__ = ["HOURS_PER_YEAR", "PLANNER_KEYS", "RACK_RATE_KEYS", "RATE_KEYS", "REPAIR_DISTRIBUTIONS",
+           "FaultInjector", "PlannedFault", "apply_rack_fault", "crashes_per_broker_hour",
+           "draw_repair_ms", "plan_rack_faults", "plan_random", "validate_rates",
+           "validate_repair_time"]

@@ -10,15 +10,29 @@ Checked continuously, at the points where the state they guard changes:
   CRC valid) between the leader and each ISR follower, for partitions whose leadership or logs
   changed recently and a rotating sample of the others; every partition at the end.
 * **No acknowledged record is lost** — an acknowledged batch (partition, offset range, digest of
-  its records) must be in every new leader's log. A loss is allowed, counted and classified,
-  when an unclean election or power failures of every replica that held it explain it (or it
-  was only acks=1, or the run models pre-KIP-101 ``high_watermark`` truncation, whose losses
-  are the point); otherwise it is a violation.
+  its records) must be in every new leader's log. A loss is counted under a cause only when the
+  recorded history shows that cause's pattern (each explanation is a checked claim):
+
+  - ``unclean_election``: the partition elected a leader from outside its ISR after the ack;
+  - ``power_failure``: a replica that held the batch lost power after the ack, came back
+    without it, and was — or became while down — the sole remaining ISR member (the only way
+    Kafka loses acknowledged data to power failures); with ``detect_bounces=False``
+    (pre-KIP-380) also when that replica itself leads again on its previous process's
+    standing (the controller never declared it dead);
+  - ``acks_1``: the batch was acknowledged with acks=1 and the new leader lacking it is not the
+    leader that acknowledged it (the leader was lost before the batch was replicated);
+  - ``high_watermark_truncation``: pre-KIP-101 truncation — the new leader held the batch and
+    truncated it away to its high watermark when it became a follower after the ack;
+  - ``unexplained``: anything else, a bug — a violation (counted when not strict; it fails the
+    run either way).
 
 A violation raises :class:`InvariantViolation` (seed, simulated time, the last traced events),
 which stops the run. With ``strict=False`` (the default in ``high_watermark`` mode)
 divergence and unexplained losses are counted instead, so the pre-KIP-101 anomalies can be
 measured rather than stop the run; HW, monotonicity and offset-order violations always raise.
+A divergence that a power failure explains under ``detect_bounces=False`` (an ISR member that
+lost records to it kept its ISR place) is counted and traced as such, never raised. Violation
+messages name the differing batches by offsets and CRC.
 """
 from __future__ import annotations
 
@@ -147,17 +161,59 @@ def _from_common_start(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
     return a[a[:, _COL_BASE] >= start], b[b[:, _COL_BASE] >= start]
 
 
-def _offsets_below(headers: np.ndarray, limit: int) -> list[list[int]]:
-    """[[base offset, last offset], ...] of the batches whose last offset is below ``limit``."""
+def _batches_below(headers: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
+    """(base offset, last offset, CRC) of the batches whose last offset is below ``limit``."""
     base = headers[:, _COL_BASE]
     last = base + headers[:, _COL_DELTA]
     keep = last < limit
-    return np.stack([base[keep], last[keep]], axis=1).tolist()
+    return [tuple(r) for r in np.stack([base[keep], last[keep], headers[keep, _COL_CRC]],
+                                       axis=1).tolist()]
+
+
+def _describe_batch(row: tuple[int, int, int]) -> str:
+    return f"{row[0]}..{row[1]} crc {row[2] & 0xFFFFFFFF:08x}"
+
+
+def describe_difference(leader: list[tuple[int, int, int]],
+                        follower: list[tuple[int, int, int]]) -> str:
+    """Where two replicas' batches (base, last, CRC) first differ, with the batches around it
+    on each side (CRCs included: equal offsets can hold different records)."""
+    i = 0
+    while i < len(leader) and i < len(follower) and leader[i] == follower[i]:
+        i += 1
+    lo, hi = max(0, i - 1), i + 4
+
+    def side(rows: list[tuple[int, int, int]]) -> str:
+        shown = ", ".join(_describe_batch(r) for r in rows[lo:hi])
+        more = " ..." if len(rows) > hi else ""
+        return f"[{shown}{more}]"
+
+    return (f"first difference at batch #{i}: leader batches #{lo}.. {side(leader)} vs "
+            f"follower {side(follower)}")
+
+
+def _found_at(headers: np.ndarray, files: list[Any], starts: list[int], k: int | None,
+              base: int) -> str:
+    """What a log holds where an acknowledged batch should start (row ``k`` of its scan)."""
+    if k is None:
+        return f"no batch of it starts at offset {base}"
+    row = headers[k].tolist()
+    f = files[bisect_right(starts, k) - 1]
+    view = f.view(row[_COL_POS], row[_COL_SIZE])
+    try:
+        digest = records_digest(view)
+    finally:
+        view.release()
+    last = _int64(row[_COL_BASE] + row[_COL_DELTA])
+    return (f"it holds batch {_describe_batch((row[_COL_BASE], last, row[_COL_CRC]))} "
+            f"(records digest {digest:08x}) there")
 
 
 class AckLedger:
     """Every acknowledged batch, compactly: per partition id the offset range, the digest of
-    its records, when it was acknowledged, with which acks, and the ISR size at the time."""
+    its records, when it was acknowledged, with which acks, the ISR size at the time, whether
+    it was found lost, and the broker that acknowledged it (-1: unknown) — entry fields
+    ``[base, count, digest, ack_ms, isr_size, acks, lost, leader]``."""
 
     def __init__(self) -> None:
         self.entries: dict[int, list[list[int]]] = {}
@@ -165,14 +221,37 @@ class AckLedger:
         self.acked_batches = 0
 
     def record(self, pid: int, base_offset: int, count: int, digest: int, *, acks: int,
-               isr_size: int, ack_ms: int) -> None:
+               isr_size: int, ack_ms: int, leader: int = -1) -> None:
         """Remember an acknowledged batch (acks=0 batches are never acknowledged)."""
         if acks == 0:
             return
         self.entries.setdefault(pid, []).append(
-            [base_offset, count, digest, ack_ms, isr_size, acks, 0])
+            [base_offset, count, digest, ack_ms, isr_size, acks, 0, leader])
         self.acked_records[acks] = self.acked_records.get(acks, 0) + count
         self.acked_batches += 1
+
+
+class PowerLoss:
+    """One power failure of one broker, as the loss causes need it: when, each log's end
+    offset just before (``held``), each log's end offset after recovery (``kept``, filled
+    when the broker starts again), and when the broker next served each partition (applied
+    a LeaderAndIsr for it: ``back``) — the end of its time down for that partition."""
+
+    __slots__ = ("at_ms", "held", "kept", "back")
+
+    def __init__(self, at_ms: int, held: dict[TopicPartition, int]) -> None:
+        self.at_ms = at_ms
+        self.held = held
+        self.kept: dict[TopicPartition, int] | None = None
+        self.back: dict[TopicPartition, int] = {}
+
+    def lost(self, tp: TopicPartition, end: int) -> bool:
+        """Did this power failure take offsets below ``end`` of ``tp`` that the broker held
+        (all of them up to ``end`` before, fewer after its log recovery)?"""
+        held = self.held.get(tp)
+        if held is None or held < end or self.kept is None:
+            return False
+        return self.kept.get(tp, 0) < end
 
 
 class InvariantChecker:
@@ -208,6 +287,21 @@ class InvariantChecker:
         self.loss_events: list[dict[str, Any]] = []
         """Every loss found: partition, offsets, records, acks, when acknowledged and found
         (loop ms), cause, the new leader lacking it and the fault that explains it."""
+        # ---- the history the loss causes are checked against --------------------------------
+        self._isr_history: dict[TopicPartition, tuple[list[int], list[tuple[int, ...]]]] = {}
+        """Committed ISR changes per partition: (times, ISRs); the first entry is the ISR in
+        force before the first change."""
+        self._power_losses: dict[int, list[PowerLoss]] = {}
+        """Per broker, its power failures with what each of its logs held and kept."""
+        self._dead_at: dict[int, list[int]] = {}
+        """Per broker, when the controller declared it dead (session expiry, bounce, shutdown)."""
+        self._hw_truncations: dict[tuple[int, TopicPartition], list[tuple[int, int, int]]] = {}
+        """(broker, partition) -> (when, LEO before, LEO after) of each follower truncation to
+        the HW on LeaderAndIsr (``high_watermark`` mode only)."""
+        self._leaders: dict[TopicPartition, list[tuple[int, int]]] = {}
+        """(when, broker) of every leadership a broker took (applied LeaderAndIsr as leader)."""
+        self.diverged_explained: dict[TopicPartition, str] = {}
+        """Diverged partitions whose divergence a fault explains, with the explanation."""
 
     def _batches(self, broker_id: int, tp: TopicPartition, log: Any) -> LogScan:
         """:func:`scan_log`, scanned once per log during a full check."""
@@ -313,26 +407,113 @@ class InvariantChecker:
         if rm is None:
             return
         tracked = self._leader_hw.get(broker.broker_id, {})
+        now = self.cluster.loop.now
+        leaders = self._leaders
         for tp in tps:
             tracked.pop(tp, None)
             self.suspect(tp)
             lg = rm.local_log(tp)
             if lg is not None:
                 self.check_durability(tp, lg, broker.broker_id)
+            history = leaders.get(tp)
+            if history is None:
+                leaders[tp] = [(now, broker.broker_id)]
+            else:
+                history.append((now, broker.broker_id))
+        self._served(broker.broker_id, tps)
         self.leader_touched(broker, tps)
         for listener in self.leadership_listeners:
             listener(broker, tps)
 
-    def became_follower(self, broker: SimBroker, tps: list[TopicPartition]) -> None:
+    def became_follower(self, broker: SimBroker, tps: list[TopicPartition],
+                        leos_before: dict[TopicPartition, int] | None = None) -> None:
+        """A broker follows ``tps``; ``leos_before`` (``high_watermark`` mode) are its log end
+        offsets before the LeaderAndIsr, to record truncations to the HW."""
         tracked = self._leader_hw.get(broker.broker_id, {})
         for tp in tps:
             tracked.pop(tp, None)
             self.suspect(tp)
+        if leos_before and broker.rm is not None:
+            now = self.cluster.loop.now
+            for tp, before in leos_before.items():
+                lg = broker.rm.local_log(tp)
+                if lg is not None and lg.log_end_offset < before:
+                    self._hw_truncations.setdefault((broker.broker_id, tp), []).append(
+                        (now, before, int(lg.log_end_offset)))
+        self._served(broker.broker_id, tps)
         for listener in self.leadership_listeners:
             listener(broker, tps)
 
     def broker_restarted(self, broker: SimBroker) -> None:
         self._leader_hw.pop(broker.broker_id, None)
+
+    # ---- history for the loss causes -----------------------------------------------------------
+    def power_failing(self, broker: SimBroker) -> None:
+        """``broker`` is about to lose power: remember what each of its logs holds."""
+        lm = broker.lm
+        held = {} if lm is None else {TopicPartition(*tp): int(lg.log_end_offset)
+                                      for tp, lg in lm.logs.items()}
+        self._power_losses.setdefault(broker.broker_id, []).append(
+            PowerLoss(self.cluster.loop.now, held))
+
+    def broker_started(self, broker: SimBroker) -> None:
+        """``broker`` started again (logs recovered): what a power failure left it."""
+        losses = self._power_losses.get(broker.broker_id)
+        if not losses or losses[-1].kept is not None or broker.lm is None:
+            return
+        kept = {TopicPartition(*tp): int(lg.log_end_offset) for tp, lg in broker.lm.logs.items()}
+        losses[-1].kept = {tp: kept.get(tp, 0) for tp in losses[-1].held}
+
+    def isr_changed(self, tp: TopicPartition, old: Iterable[int], new: Iterable[int]) -> None:
+        """The controller committed an ISR change of ``tp``."""
+        hist = self._isr_history.get(tp)
+        if hist is None:
+            hist = self._isr_history[tp] = ([_INT64_MIN], [tuple(old)])
+        hist[0].append(self.cluster.loop.now)
+        hist[1].append(tuple(new))
+
+    def declared_dead(self, broker_id: int) -> None:
+        """The controller declared ``broker_id`` dead."""
+        self._dead_at.setdefault(broker_id, []).append(self.cluster.loop.now)
+
+    def _served(self, broker_id: int, tps: Iterable[TopicPartition]) -> None:
+        """``broker_id`` applied LeaderAndIsr for ``tps``: a power failure's time down ends."""
+        losses = self._power_losses.get(broker_id)
+        if not losses:
+            return
+        loss = losses[-1]
+        if loss.kept is None:
+            return
+        now = self.cluster.loop.now
+        for tp in tps:
+            loss.back.setdefault(tp, now)
+
+    def _isr_at(self, tp: TopicPartition, t: int) -> tuple[int, ...]:
+        hist = self._isr_history.get(tp)
+        if hist is None:
+            return tuple(self.cluster.leader_and_isr(tp)[1])
+        return hist[1][bisect_right(hist[0], t) - 1]
+
+    def _sole_isr_member(self, tp: TopicPartition, broker_id: int, start: int, end: int) -> bool:
+        """Was ``broker_id`` the only ISR member of ``tp`` at ``start``, or did it become so
+        by ``end``?"""
+        alone = (broker_id,)
+        if self._isr_at(tp, start) == alone:
+            return True
+        hist = self._isr_history.get(tp)
+        if hist is None:
+            return False
+        times, isrs = hist
+        for k in range(bisect_right(times, start), bisect_right(times, end)):
+            if isrs[k] == alone:
+                return True
+        return False
+
+    def _kept_isr_place(self, broker_id: int, since: int) -> bool:
+        """Pre-KIP-380: the controller never declared ``broker_id`` dead since ``since`` (its
+        new process kept the previous one's leaderships and ISR places)."""
+        return not self.cluster.detect_bounces and not any(
+            t >= since for t in self._dead_at.get(broker_id, ()))
 
     def suspect(self, tp: TopicPartition) -> None:
         """Check ``tp``'s ISR agreement at the next periodic checks (for a while)."""
@@ -385,29 +566,29 @@ class InvariantChecker:
                 cluster.trace("lost", str(tp), f"offsets {base}..{base + count - 1}",
                               f"acks={e[5]}", f"cause={cause}", f"leader={broker_id}")
                 if cause == "unexplained" and self.strict:
+                    acks = "all" if e[5] == -1 else e[5]
                     self.fail("no_acked_record_lost",
-                              f"{tp}: acknowledged (acks=all) offsets {base}..{base + count - 1} "
-                              f"are not in the log of new leader {broker_id} (LEO {leo})")
+                              f"{tp}: acknowledged (acks={acks}) offsets {base}..{base + count - 1}"
+                              f" (records digest {digest:08x}) are not in the log of new leader "
+                              f"{broker_id} (LEO {leo}): "
+                              f"{_found_at(headers, files, starts, k, base)}")
         return newly
 
     def _classify(self, pid: int, tp: TopicPartition, entry: list[int], leader: int) -> str:
-        """Why an acknowledged batch is gone: an unclean election; power failures (on the
-        leader that lacks it — it lost its unflushed copy and was still the rightful leader —
-        or on at least as many replicas as held it at the ack); acks=1; pre-KIP-101 HW
-        truncation; a leader whose disk was replaced after the ack, with KIP-903's broker-epoch
-        checks off; otherwise unexplained (a bug)."""
+        """Why an acknowledged batch is gone from the log of new leader ``leader``: the first
+        cause whose pattern the recorded history shows (see the module docstring) — including a
+        leader whose disk was replaced after the ack with KIP-903's broker-epoch checks off —
+        otherwise ``unexplained`` (a bug)."""
         cluster = self.cluster
         ack_ms = entry[3]
         if any(t >= ack_ms for t in cluster.unclean_elections.get(pid, ())):
             return "unclean_election"
-        replicas = cluster.replicas_of(tp)
-        powered = {b for b in replicas
-                   if any(t >= ack_ms for t in cluster.power_failures.get(b, ()))}
-        if leader in powered or (powered and len(powered) >= max(1, entry[4])):
+        if self._power_failure_explains(tp, entry, leader) is not None:
             return "power_failure"
-        if entry[5] == 1:
+        if entry[5] == 1 and self._acks_1_explains(tp, entry, leader):
             return "acks_1"
-        if cluster.truncation == "high_watermark":
+        if cluster.truncation == "high_watermark" and self._hw_truncation_explains(
+                tp, entry, leader):
             return "high_watermark_truncation"
         replaced = getattr(cluster, "disk_replacements", {}).get(leader, ())
         if any(t >= ack_ms for t in replaced) and not cluster.replica_config.isr_broker_epochs:
@@ -415,6 +596,50 @@ class InvariantChecker:
             # the ISR on a fetch from its previous incarnation
             return "stale_replica_rejoined"
         return "unexplained"
+
+    def _power_failure_explains(self, tp: TopicPartition, entry: list[int], leader: int
+                                ) -> tuple[int, int] | None:
+        """(broker, time) of a power failure that explains losing ``entry``: the broker held
+        the batch, lost power after the ack, came back without it, and was or became while
+        down the sole ISR member; or — pre-KIP-380 — it is the new leader, leading on its
+        previous process's standing. None if no power failure explains it."""
+        if not self._power_losses:
+            return None
+        ack_ms, end = entry[3], entry[0] + entry[1]
+        now = self.cluster.loop.now
+        for b in self.cluster.replicas_of(tp):
+            for loss in self._power_losses.get(b, ()):
+                if loss.at_ms < ack_ms or not loss.lost(tp, end):
+                    continue
+                if self._sole_isr_member(tp, b, loss.at_ms, loss.back.get(tp, now)):
+                    return b, loss.at_ms
+                if b == leader and self._kept_isr_place(b, loss.at_ms):
+                    return b, loss.at_ms
+        return None
+
+    def _acks_1_explains(self, tp: TopicPartition, entry: list[int], leader: int) -> bool:
+        """An acks=1 batch is lost when the leader that acknowledged it loses the leadership
+        before a follower has it: the new leader lacking it is another broker, or — found on
+        the acknowledging broker itself — another broker led the partition since that broker's
+        tenure began (it acknowledged as a deposed leader, or was deposed after, and truncated
+        the batch away following the new leader)."""
+        acked_by = entry[7] if len(entry) > 7 else -1
+        if acked_by < 0:
+            return False
+        if acked_by != leader:
+            return True
+        history = self._leaders.get(tp, ())
+        began = max((t for t, b in history if b == acked_by and t <= entry[3]), default=None)
+        if began is None:
+            return False
+        return any(t >= began and b != acked_by for t, b in history)
+
+    def _hw_truncation_explains(self, tp: TopicPartition, entry: list[int], leader: int) -> bool:
+        """KIP-101's pattern: the new leader held the batch and truncated it away (to its HW,
+        becoming a follower) after the ack."""
+        ack_ms, end = entry[3], entry[0] + entry[1]
+        return any(t >= ack_ms and before >= end > after
+                   for t, before, after in self._hw_truncations.get((leader, tp), ()))
 
     def _note_loss(self, tp: TopicPartition, pid: int, entry: list[int], cause: str,
                    leader: int) -> None:
@@ -450,12 +675,11 @@ class InvariantChecker:
         ack_ms = entry[3]
         replicas = cluster.replicas_of(tp)
         if cause == "power_failure":
-            for b in [leader, *replicas]:
-                for t in cluster.power_failures.get(b, ()):
-                    if t >= ack_ms:
-                        found = cluster.fault_before(t, [b], kinds=("crash",))
-                        if found is not None:
-                            return found
+            explained = self._power_failure_explains(tp, entry, leader)
+            if explained is not None:
+                found = cluster.fault_before(explained[1], [explained[0]], kinds=("crash",))
+                if found is not None:
+                    return found
         if cause == "unclean_election":
             elected = [t for t in cluster.unclean_elections.get(pid, ()) if t >= ack_ms]
             if elected:
@@ -507,22 +731,40 @@ class InvariantChecker:
             la, fa = _from_common_start(lrows, frows)
             if not _kernels.agree_below(la, fa, limit):
                 ok = False
+                why = self._divergence_explained(tp, leader_id, b)
                 if tp not in self.diverged:
                     self.diverged.add(tp)
                     cluster.trace("diverged", str(tp), f"leader={leader_id}", f"follower={b}",
-                                  f"hw={hw}")
-                if self.strict and not (self._storage_explains(b, tp) or
-                                        self._storage_explains(leader_id, tp)):
+                                  f"hw={hw}", f"explained by {why}" if why else "unexplained")
+                if why is not None:
+                    self.diverged_explained.setdefault(tp, why)
+                elif self.strict and not (self._storage_explains(b, tp) or
+                                          self._storage_explains(leader_id, tp)):
                     self.fail("isr_agree_below_hw",
                               f"{tp}: ISR follower {b} disagrees with leader {leader_id} below "
-                              f"HW {hw}: leader batches {_offsets_below(la, limit)} vs "
-                              f"follower {_offsets_below(fa, limit)}")
+                              f"HW {hw}: " + describe_difference(_batches_below(la, limit),
+                                                                 _batches_below(fa, limit)))
         return ok
 
     def _storage_explains(self, broker_id: int, tp: TopicPartition) -> bool:
         """An injected storage fault (sim/storage_faults.py) can explain a bad log here."""
         faults = getattr(self.cluster, "storage_faults", None)
         return faults is not None and faults.explains(broker_id, tp)
+
+    def _divergence_explained(self, tp: TopicPartition, leader: int, follower: int
+                              ) -> str | None:
+        """Pre-KIP-380 (``detect_bounces=False``) a power failure explains a divergence: the
+        leader or the follower lost records of ``tp`` to a power failure and kept its ISR
+        place (the controller never declared it dead since). None when nothing explains it."""
+        if not self._power_losses or self.cluster.detect_bounces:
+            return None
+        for b in (leader, follower):
+            for loss in self._power_losses.get(b, ()):
+                held = loss.held.get(tp)
+                if (held is not None and loss.kept is not None and loss.kept.get(tp, 0) < held
+                        and self._kept_isr_place(b, loss.at_ms)):
+                    return f"power_failure of broker {b}"
+        return None
 
     def _check_rows(self, tp: TopicPartition, broker_id: int, headers: np.ndarray,
                     limit: int) -> None:

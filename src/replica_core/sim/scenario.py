@@ -12,14 +12,19 @@ brokers = 5
 latency_ms = 1.0                     # one-way, per link
 bandwidth_mbps = 1000.0              # per link
 processing_ms = 1.0                  # base service time a `slow` factor multiplies
-detect_bounces = true                # a fast restart is a failure first (KIP-380); false:
-                                     # pre-2.2 controllers (the restarted broker keeps its roles)
+detect_bounces = true                # a fast restart is a failure first and brokers refuse
+                                     # stale controller requests (KIP-380); false: pre-2.2
+                                     # controllers and brokers (the restarted broker keeps its
+                                     # roles and serves requests meant for its old process)
+# racks = ["a", "b", "c"]            # broker.rack of brokers 1..n: topics are placed rack-aware
+                                     # (KRaft's striped placer); unset: rack-unaware as before
 
 [configs]                            # Kafka broker/topic configs by their dotted names
 "min.insync.replicas" = 2
 "replica.lag.time.max.ms" = 30000
 "broker.session.timeout.ms" = 18000  # controller: session expiry (also zookeeper.session...)
-"retry.backoff.ms" = 100             # clients: also request.timeout.ms, delivery.timeout.ms
+"retry.backoff.ms" = 100             # clients: also request.timeout.ms, delivery.timeout.ms,
+"enable.idempotence" = true          # retries, max.in.flight.requests.per.connection
 
 [[topics]]
 name = "events"
@@ -49,6 +54,11 @@ mode = "process"                     # drop_controller_messages | restore_contro
 # bit_flips = 1                      # "prefix"); bits flipped in the files being written
                                      # storage kinds: bit_flip (topic, partition, segment, file,
                                      # bit) | lose_fsync | restore_fsync; slow mode "fsync"
+# rack = "a"                         # instead of broker: crash | restart | isolate | unisolate
+                                     # the whole rack (isolate: cut from other racks, the
+                                     # controller and clients)
+# racks = ["a"]                      # partition | heal_partition between these racks' brokers
+                                     # and every other rack's (controller, clients unaffected)
 
 [fault_rates]                        # random faults, drawn from the seed
 crashes_per_broker_hour = 0.0
@@ -62,6 +72,22 @@ controller_drops_per_hour = 0.0      # also mean_controller_drop_s
 torn_write_fraction = 0.0            # of power failures; bit_flips_per_broker_hour,
                                      # lost_fsyncs_per_broker_hour (mean_lost_fsync_s),
                                      # slow_fsyncs_per_broker_hour (mean_slow_fsync_s)
+rack_outages_per_hour = 0.0          # per rack (needs cluster.racks); also mean_rack_outage_s,
+                                     # rack_power_failure_fraction, rack_isolations_per_hour,
+                                     # mean_rack_isolation_s, rack_partitions_per_hour,
+                                     # mean_rack_partition_s
+
+# in a planner's units instead (replica_core.sim.faults):
+# broker_mtbf_hours = 4380           # instead of crashes_per_broker_hour
+# repair_time = { distribution = "lognormal", median_s = 600, sigma = 1.0 }   # or exponential
+#                                    # (mean_s) or fixed (value_s); instead of mean_downtime_s
+# power_losses_per_year = 1          # cluster-wide: every broker at once
+
+[network]                            # latency distributions (default: cluster.latency_ms, fixed)
+latency = { distribution = "lognormal", median_ms = 0.5, sigma = 0.3 }
+spikes = { per_link_per_hour = 6, mean_s = 2, extra_ms = 50 }
+# [[network.rack_latency]] racks = ["a", "b"], latency = {...};
+# [[network.link_latency]] brokers = [1, 2], latency = {...}   (see sim/network.py)
 ```
 
 Flush policy, as Kafka's configs: the topic-level ``flush.messages`` and ``flush.ms`` or the
@@ -109,7 +135,10 @@ STORAGE_FAULT_KEYS = ("torn_write", "bit_flips", "topic", "partition", "segment"
 WORKLOAD_KEYS = frozenset({"batches_per_second", "records_per_batch", "record_bytes", "acks",
                            "keys", "consumers", "consumer_poll_ms"})
 CLUSTER_KEYS = frozenset({"brokers", "latency_ms", "bandwidth_mbps", "processing_ms",
-                          "detect_bounces"})
+                          "detect_bounces", "racks"})
+RACK_FAULT_KINDS = frozenset({"crash", "restart", "isolate", "unisolate"})
+"""Kinds a ``rack = "..."`` fault may have; ``partition`` / ``heal_partition`` take ``racks``."""
+RACKS_FAULT_KINDS = frozenset({"partition", "heal_partition"})
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -120,7 +149,7 @@ def _bool(value: Any) -> bool:
 
 TOP_LEVEL = {"name": str, "seed": int, "duration_s": float, "truncation": str, "storage": str,
              "description": str, "sample_interval_s": float, "fetcher_lanes": _bool}
-TABLES = ("cluster", "workload", "fault_rates")
+TABLES = ("cluster", "workload", "fault_rates", "network")
 
 
 @dataclass(frozen=True)
@@ -146,6 +175,8 @@ class Fault:
     segment: int | None = None
     file: str | None = None
     bit: int | None = None
+    rack: str | None = None
+    racks: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +197,8 @@ class Scenario:
         "batches_per_second": 2.0, "records_per_batch": 10, "record_bytes": 100, "acks": "all"})
     faults: tuple[Fault, ...] = ()
     fault_rates: dict[str, Any] = field(default_factory=dict)
+    network: dict[str, Any] = field(default_factory=dict)
+    """``[network]``: latency distributions and delay spikes (:mod:`replica_core.sim.network`)."""
     overrides: dict[str, Any] = field(default_factory=dict, compare=False)
     """The ``--set``/``--seed`` overrides applied to the file (already part of every field)."""
 
@@ -225,6 +258,8 @@ class Scenario:
             "faults": [{k: v for k, v in f.__dict__.items() if v not in (None, ())}
                        for f in self.faults],
             "fault_rates": dict(self.fault_rates),
+            # only when set: a scenario without one keeps its fingerprint
+            **({"network": copy.deepcopy(self.network)} if self.network else {}),
         }
 
 
@@ -303,8 +338,12 @@ def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> S
         kind = f.get("kind")
         if kind not in FAULT_KINDS:
             raise InvalidConfigurationError(f"fault kind {kind!r} not one of {sorted(FAULT_KINDS)}")
+        racks = f.get("racks", ())
+        if isinstance(racks, str):
+            racks = (racks,)
         faults.append(Fault(float(f["at_s"]), kind, f.get("broker"), f.get("mode", "process"),
                             float(f.get("factor", 10.0)), tuple(f.get("brokers", ())),
+                            rack=f.get("rack"), racks=tuple(racks),
                             **{k: f[k] for k in STORAGE_FAULT_KEYS if k in f}))
     kwargs["faults"] = tuple(sorted(faults, key=lambda f: f.at_s))
     kwargs["overrides"] = dict(overrides or {})
@@ -339,9 +378,17 @@ def _validate(sc: Scenario) -> None:
             raise InvalidConfigurationError(
                 f"topic {t.name}: min.insync.replicas must be at least 1, got "
                 f"{sc.min_isr_of(t)}")
+    from replica_core.sim.network import parse_network, rack_map
+
+    racks = rack_map(list(range(1, n + 1)), sc.cluster.get("racks"))
+    parse_network(sc.network, racks=set(racks.values()), brokers=range(1, n + 1))
+    for f in sc.faults:
+        _validate_rack_fault(f, set(racks.values()))
     for f in sc.faults:
         if f.broker is not None and not 1 <= int(f.broker) <= n:
             raise InvalidConfigurationError(f"fault at {f.at_s}s names unknown broker {f.broker}")
+        if f.rack is not None or f.racks:
+            continue
         if f.kind in NEEDS_BROKER and f.broker is None:
             raise InvalidConfigurationError(f"fault {f.kind} at {f.at_s}s needs a broker")
         if f.kind == "crash" and f.mode not in ("process", "power"):
@@ -391,8 +438,52 @@ def _validate(sc: Scenario) -> None:
 
     for f in sc.faults:
         fault_params(f, {t.name: t.partitions for t in sc.topics})
-    validate_rates(sc.fault_rates)
-    parse_acks(sc.workload.get("acks", "all"))
+    rates = validate_rates(sc.fault_rates)
+    if not racks:
+        drawn = sorted(k for k in rates if k.startswith("rack_") and k.endswith("_per_hour")
+                       and rates[k] > 0)
+        if drawn:
+            raise InvalidConfigurationError(
+                f"fault_rates.{drawn[0]} needs racks: set cluster.racks (broker.rack per broker)")
+    acks = parse_acks(sc.workload.get("acks", "all"))
+    from replica_core.sim.producer_config import producer_settings
+
+    timeout = sc.configs.get("request.timeout.ms", 30_000)
+    try:
+        timeout = int(timeout)
+    except (TypeError, ValueError):
+        raise InvalidConfigurationError(
+            f"request.timeout.ms must be an integer, got {timeout!r}") from None
+    producer_settings(sc.configs, acks, timeout)
+
+
+def _validate_rack_fault(f: Fault, known: set[str]) -> None:
+    """A fault on whole racks names known racks, with a kind that applies to a rack."""
+    if f.rack is None and not f.racks:
+        return
+    where = f"fault {f.kind} at {f.at_s:g}s"
+    if f.broker is not None or f.brokers:
+        raise InvalidConfigurationError(f"{where}: give broker(s) or rack(s), not both")
+    if f.rack is not None and f.racks:
+        raise InvalidConfigurationError(f"{where}: give rack or racks, not both")
+    if f.rack is not None and f.kind not in RACK_FAULT_KINDS:
+        raise InvalidConfigurationError(
+            f"{where}: rack = ... applies to {sorted(RACK_FAULT_KINDS)}"
+            + (" (a partition between racks takes racks = [...])"
+               if f.kind in RACKS_FAULT_KINDS else ""))
+    if f.racks and f.kind not in RACKS_FAULT_KINDS:
+        raise InvalidConfigurationError(
+            f"{where}: racks = [...] applies to {sorted(RACKS_FAULT_KINDS)} (one rack: rack = ...)")
+    if not known:
+        raise InvalidConfigurationError(
+            f"{where} names a rack but cluster.racks is not set (broker.rack per broker)")
+    for r in (f.rack,) if f.rack is not None else f.racks:
+        if not isinstance(r, str) or r not in known:
+            raise InvalidConfigurationError(
+                f"{where} names unknown rack {r!r} (racks: {sorted(known)})")
+    if f.racks and set(f.racks) >= known:
+        raise InvalidConfigurationError(
+            f"{where}: racks {list(f.racks)} leave no rack on the other side")
 
 
 def load(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:

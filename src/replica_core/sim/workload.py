@@ -3,6 +3,20 @@ producer behaviour on errors (metadata refresh on NOT_LEADER_OR_FOLLOWER and tim
 after ``retry.backoff.ms`` until ``delivery.timeout.ms``), and an optional consumer of committed
 data.
 
+The workload's producer follows Kafka's producer configs (:mod:`~replica_core.sim.producer_config`):
+at most ``max.in.flight.requests.per.connection`` batches of a partition are in flight (the
+simulated producer sends one batch per request, so the per-connection limit is applied per
+partition), a failed batch goes back to the head of its partition's queue and is retried after
+its backoff (nothing behind it overtakes it), up to ``retries`` times within
+``delivery.timeout.ms``. With ``enable.idempotence`` (Kafka's default) the producer has a producer
+id (:meth:`~replica_core.sim.cluster.Cluster.init_producer_id`, epoch 0) and gives each batch the
+next sequence of its partition when first sent; a retry re-sends the same bytes, so a leader that
+already has the batch answers with its original offsets instead of writing it twice. As Kafka's
+``TransactionManager``, a retried batch is sent only when its partition has nothing else in flight
+(retries go out one at a time, in sequence order), ``OUT_OF_ORDER_SEQUENCE_NUMBER`` is retried
+while an earlier batch of the partition is unresolved, and a batch that fails for good bumps the
+producer epoch, after which every partition's sequences restart at 0 (KIP-360).
+
 Every acknowledged batch goes to the invariant checker's ledger as (partition, offset range,
 digest of its records, acks, ISR size at the time), which is how durability is checked.
 Record values are unique per (partition, batch, record), so a digest identifies one batch.
@@ -10,6 +24,7 @@ Record values are unique per (partition, batch, record), so a digest identifies 
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,12 +41,15 @@ from replica_core.replication.messages import (
 )
 from replica_core.sim.broker import ConsumerFetch, ProduceRequest, is_failure
 from replica_core.sim.invariants import records_digest, scan_log
+from replica_core.sim.producer_config import INT32_MAX, ProducerSettings, producer_settings
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
 
 if TYPE_CHECKING:
     from replica_core.sim.cluster import Cluster, ProduceHandle
 
 _BASE_TS = struct.Struct(">q")
+_PRODUCER_HEADER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at 43)
+_MAX_TS_AT = 35
 RETRIABLE = frozenset({
     Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -45,7 +63,7 @@ REFRESH_METADATA = frozenset({
 
 class _Batch:
     __slots__ = ("handle", "pid", "records", "digest", "acks", "timeout_ms", "retries",
-                 "on_done")
+                 "on_done", "epoch", "seq", "ready_ms", "in_flight")
 
     def __init__(self, handle: ProduceHandle, pid: int, records: bytes, acks: int,
                  timeout_ms: int, retries: int | None, on_done: Any) -> None:
@@ -57,6 +75,27 @@ class _Batch:
         self.timeout_ms = timeout_ms
         self.retries = retries
         self.on_done = on_done
+        self.epoch = -1  # producer epoch and base sequence stamped at first send (idempotent)
+        self.seq = -1
+        self.ready_ms = 0  # a retry waits in its queue until then
+        self.in_flight = False
+
+
+class _PartitionQueue:
+    """One partition's batches at the producer: waiting (oldest first; retries at the head)
+    and in flight; with idempotence its next sequence and the unresolved stamped batches."""
+
+    __slots__ = ("pending", "in_flight", "next_seq", "epoch", "unresolved", "wake_at",
+                 "draining")
+
+    def __init__(self, epoch: int) -> None:
+        self.pending: deque[_Batch] = deque()
+        self.in_flight = 0
+        self.next_seq = 0
+        self.epoch = epoch
+        self.unresolved: set[tuple[int, int]] = set()  # (epoch, base sequence)
+        self.wake_at = -1
+        self.draining = False
 
 
 class Producer:
@@ -69,7 +108,8 @@ class Producer:
 
     def __init__(self, cluster: Cluster, client_id: int, *, metadata: str = "network",
                  request_timeout_ms: int | None = None, retry_backoff_ms: int | None = None,
-                 delivery_timeout_ms: int | None = None) -> None:
+                 delivery_timeout_ms: int | None = None,
+                 settings: ProducerSettings | None = None) -> None:
         self.cluster = cluster
         self.loop = cluster.loop
         self.network = cluster.network
@@ -90,6 +130,15 @@ class Producer:
         self.retries = 0
         self.latencies_ms: list[int] = []
         self.errors: dict[str, int] = {}
+        # Kafka's producer configs; None: every batch is sent at once, retried on its own
+        # (the hand-driven client of scripted scenarios and tests)
+        self.settings = settings
+        self.max_in_flight = None if settings is None else settings.max_in_flight
+        self.idempotent = settings is not None and settings.enable_idempotence
+        self.producer_id, self.producer_epoch = (cluster.init_producer_id() if self.idempotent
+                                                 else (-1, -1))
+        self.epoch_bumps = 0
+        self._queues: dict[int, _PartitionQueue] = {}
 
     # ---- metadata ------------------------------------------------------------------------------
     def _leader(self, pid: int, tp: TopicPartition) -> int:
@@ -136,8 +185,90 @@ class Producer:
         batch = _Batch(handle, pid, records, acks, timeout_ms or self.request_timeout_ms,
                        retries, on_done)
         self.sent_batches += 1
-        self._attempt(batch)
+        if self.max_in_flight is None:
+            self._attempt(batch)
+            return handle
+        q = self._queues.get(pid)
+        if q is None:
+            q = self._queues[pid] = _PartitionQueue(self.producer_epoch)
+        q.pending.append(batch)
+        self._drain(q)
         return handle
+
+    # ---- the per-partition queue (Kafka's RecordAccumulator / Sender) -----------------------
+    def _drain(self, q: _PartitionQueue) -> None:
+        """Send what the partition may send now: the head of its queue while fewer than
+        ``max.in.flight.requests.per.connection`` are in flight, a retry only when its backoff
+        is over (and, idempotent, only with nothing else in flight); batches past
+        ``delivery.timeout.ms`` expire in the queue."""
+        if q.draining:
+            return
+        q.draining = True
+        try:
+            now = self.loop.now
+            limit = self.max_in_flight or 1
+            while q.pending and q.in_flight < limit:
+                b = q.pending[0]
+                if now >= b.handle.sent_ms + self.delivery_timeout_ms:
+                    q.pending.popleft()
+                    self._complete(b, Errors.REQUEST_TIMED_OUT, -1, 0)
+                    continue
+                if b.ready_ms > now:
+                    if q.wake_at <= now or q.wake_at > b.ready_ms:
+                        q.wake_at = b.ready_ms
+                        self.loop.call_at(b.ready_ms, self._drain, q)
+                    break
+                if self.idempotent and b.handle.attempts > 0 and q.in_flight > 0:
+                    break  # a retry goes out alone, in sequence order
+                q.pending.popleft()
+                if self.idempotent and b.epoch != self.producer_epoch:
+                    self._stamp(q, b)
+                q.in_flight += 1
+                b.in_flight = True
+                self._attempt(b)
+        finally:
+            q.draining = False
+
+    def _stamp(self, q: _PartitionQueue, b: _Batch) -> None:
+        """Write the producer id, epoch and the partition's next sequence into the batch
+        header (and its CRC): once, at its first send (again only after an epoch bump)."""
+        if q.epoch != self.producer_epoch:
+            q.epoch, q.next_seq = self.producer_epoch, 0
+        if b.epoch >= 0:
+            q.unresolved.discard((b.epoch, b.seq))
+        b.epoch, b.seq = self.producer_epoch, q.next_seq
+        q.next_seq = (q.next_seq + b.handle.count) % (INT32_MAX + 1)
+        q.unresolved.add((b.epoch, b.seq))
+        buf = bytearray(b.records)
+        _PRODUCER_HEADER.pack_into(buf, 43, self.producer_id, b.epoch, b.seq)
+        attributes = int.from_bytes(buf[21:23], "big")
+        max_ts = _BASE_TS.unpack_from(buf, _MAX_TS_AT)[0]
+        _batch_kernels.stamp_batch(buf, 0, 0, -1, attributes, max_ts)
+        b.records = bytes(buf)
+
+    def _requeue(self, q: _PartitionQueue, batch: _Batch) -> None:
+        """A failed batch back into its queue: in sequence order when idempotent (Kafka's
+        ``insertInSequenceOrder``), else at the head (``addFirst``)."""
+        if not self.idempotent or batch.epoch < 0:
+            q.pending.appendleft(batch)
+            return
+        key = (batch.epoch, batch.seq)
+        for i, other in enumerate(q.pending):
+            if other.epoch < 0 or (other.epoch, other.seq) > key:
+                q.pending.insert(i, batch)
+                return
+        q.pending.append(batch)
+
+    def _earlier_unresolved(self, batch: _Batch) -> bool:
+        q = self._queues.get(batch.pid)
+        return q is not None and any(e == batch.epoch and s < batch.seq
+                                     for e, s in q.unresolved)
+
+    def _bump_epoch(self) -> None:
+        """A batch failed for good: a new epoch, every partition's sequences from 0 (KIP-360:
+        ``bumpIdempotentEpochAndResetIdIfNeeded``)."""
+        self.producer_epoch += 1
+        self.epoch_bumps += 1
 
     def _attempt(self, batch: _Batch) -> None:
         handle = batch.handle
@@ -153,16 +284,16 @@ class Producer:
             self._complete(batch, None, -1, 0)
             return
         self.network.request(self.client_id, leader, msg, size,
-                             lambda answer: self._on_answer(batch, answer),
+                             lambda answer: self._on_answer(batch, answer, leader),
                              timeout_ms=self.request_timeout_ms)
 
-    def _on_answer(self, batch: _Batch, answer: Any) -> None:
+    def _on_answer(self, batch: _Batch, answer: Any, leader: int = -1) -> None:
         if is_failure(answer):
             self._retry_or_fail(batch, Errors.NETWORK_EXCEPTION if not hasattr(answer, "args")
                                 else Errors.REQUEST_TIMED_OUT)
             return
         if answer.error_code == Errors.NONE:
-            self._complete(batch, None, answer.base_offset, answer.isr_size)
+            self._complete(batch, None, answer.base_offset, answer.isr_size, leader)
         else:
             self._retry_or_fail(batch, Errors(answer.error_code))
 
@@ -170,6 +301,11 @@ class Producer:
         self.errors[error.name] = self.errors.get(error.name, 0) + 1
         if error in REFRESH_METADATA or error == Errors.LEADER_NOT_AVAILABLE:
             self.refresh_metadata()
+        retriable = error in RETRIABLE or error == Errors.LEADER_NOT_AVAILABLE or (
+            # TransactionManager.canRetry: a later batch rejected because an earlier one of
+            # its partition has not landed yet
+            error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent
+            and self._earlier_unresolved(batch))
         handle = batch.handle
         retries_left = batch.retries is None or handle.attempts <= batch.retries
         deadline = handle.sent_ms + self.delivery_timeout_ms
@@ -177,15 +313,22 @@ class Producer:
         backoff = min(self.retry_backoff_ms * 2 ** min(handle.attempts - 1, 20),
                       max(self.retry_backoff_ms, self.retry_backoff_max_ms))
         backoff = int(backoff * (0.8 + 0.4 * float(self.rng.random())))
-        if (error in RETRIABLE or error == Errors.LEADER_NOT_AVAILABLE) and retries_left \
-                and self.loop.now + backoff < deadline:
+        if retriable and retries_left and self.loop.now + backoff < deadline:
             self.retries += 1
-            self.loop.call_later(backoff, self._attempt, batch)
+            if self.max_in_flight is None:
+                self.loop.call_later(backoff, self._attempt, batch)
+                return
+            q = self._queues[batch.pid]
+            q.in_flight -= 1
+            batch.in_flight = False
+            batch.ready_ms = self.loop.now + backoff
+            self._requeue(q, batch)
+            self._drain(q)
             return
         self._complete(batch, error, -1, 0)
 
     def _complete(self, batch: _Batch, error: Errors | None, base_offset: int,
-                  isr_size: int) -> None:
+                  isr_size: int, leader: int = -1) -> None:
         handle = batch.handle
         now = self.loop.now
         handle.done = True
@@ -199,13 +342,24 @@ class Producer:
                 self.latencies_ms.append(now - handle.sent_ms)
                 self.cluster.checker.ledger.record(
                     batch.pid, base_offset, handle.count, batch.digest, acks=batch.acks,
-                    isr_size=isr_size, ack_ms=now)
+                    isr_size=isr_size, ack_ms=now, leader=leader)
         else:
             self.failed_batches += 1
             self.failed_records += handle.count
         batch.records = b""
+        if self.max_in_flight is not None:
+            q = self._queues[batch.pid]
+            if batch.in_flight:
+                batch.in_flight = False
+                q.in_flight -= 1
+            if batch.epoch >= 0:
+                q.unresolved.discard((batch.epoch, batch.seq))
+                if error is not None and batch.epoch == self.producer_epoch:
+                    self._bump_epoch()
         if batch.on_done is not None:
             batch.on_done(handle)
+        if self.max_in_flight is not None:
+            self._drain(self._queues[batch.pid])
 
 
 class Workload:
@@ -237,7 +391,10 @@ class Workload:
         wanted = None if topics is None else set(topics)
         self.tps = [tp for tp in cluster.tps if wanted is None or tp.topic in wanted]
         self.pids = np.array([cluster.tp_ids[tp] for tp in self.tps], dtype=np.int64)
-        self.producer = Producer(cluster, client_id)
+        self.settings = producer_settings(cluster.config, self.acks, cluster.request_timeout_ms)
+        self.retries = None if self.settings.retries == INT32_MAX else self.settings.retries
+        self.producer = Producer(cluster, client_id, settings=self.settings,
+                                 delivery_timeout_ms=self.settings.delivery_timeout_ms)
         cluster.client_ids.append(client_id)
         self.seq = np.zeros(len(cluster.tps), dtype=np.int64)
         self.consumer: Consumer | None = None
@@ -293,7 +450,8 @@ class Workload:
         seq = int(self.seq[pid])
         self.seq[pid] = seq + 1
         records = self._batch(pid, seq)
-        self.producer.send(tp, records, self.records_per_batch, acks=self.acks, retries=None)
+        self.producer.send(tp, records, self.records_per_batch, acks=self.acks,
+                           retries=self.retries)
         self._schedule()
 
     def _batch(self, pid: int, seq: int) -> bytes:
@@ -345,10 +503,17 @@ class Workload:
         batches out of the order they were produced in (a retry landing after a later batch).
         Each batch's records are unique, so equal record digests mean one batch twice; the
         produce sequence number is read from the first record's value (``None`` when values
-        are too short to carry it)."""
+        are too short to carry it).
+
+        ``*_batches`` and ``duplicate_records`` count the whole log (up to the log end);
+        ``duplicated_records`` and ``reordered_records`` are what a consumer reading each
+        partition's whole committed log (below the high watermark) gets: every record of a
+        batch it already read, and every record of a batch produced before one it already
+        read."""
         cluster = self.cluster
         seq_at = self._value_pos[0] + 9 if self._template is not None else None
         dup_batches = dup_records = reordered = 0
+        consumer_dups = consumer_reordered = 0
         for tp in self.tps:
             leader = cluster.brokers.get(cluster.leader_and_isr(tp)[0])
             if leader is None or not leader.alive or leader.rm is None:
@@ -357,6 +522,7 @@ class Workload:
             if log is None:
                 continue
             headers, files, starts = scan_log(log)
+            committed_end = int(log.high_watermark)
             seen: set[int] = set()
             highest = -1
             file_index = 0
@@ -366,6 +532,9 @@ class Workload:
                 pos = int(headers[k, _batch_kernels.COL_POSITION])
                 size = int(headers[k, _batch_kernels.COL_SIZE])
                 count = int(headers[k, _batch_kernels.COL_RECORD_COUNT])
+                committed = (int(headers[k, _batch_kernels.COL_BASE_OFFSET])
+                             + int(headers[k, _batch_kernels.COL_LAST_OFFSET_DELTA])
+                             < committed_end)
                 view = files[file_index].view(pos, size)
                 try:
                     digest = records_digest(view)
@@ -376,14 +545,20 @@ class Workload:
                 if digest in seen:
                     dup_batches += 1
                     dup_records += count
+                    if committed:
+                        consumer_dups += count
                     continue
                 seen.add(digest)
                 if seq >= 0:
                     if seq < highest:
                         reordered += 1
+                        if committed:
+                            consumer_reordered += count
                     highest = max(highest, seq)
         return {"duplicate_batches": dup_batches, "duplicate_records": dup_records,
-                "reordered_batches": reordered if seq_at is not None else None}
+                "reordered_batches": reordered if seq_at is not None else None,
+                "duplicated_records": consumer_dups,
+                "reordered_records": consumer_reordered if seq_at is not None else None}
 
     def stats(self) -> dict[str, Any]:
         p = self.producer
@@ -395,6 +570,7 @@ class Workload:
             "failed_records": p.failed_records,
             "producer_retries": p.retries,
             "producer_errors": dict(sorted(p.errors.items())),
+            "producer_epoch_bumps": p.epoch_bumps,
         }
         if self.consumer is not None:
             out.update(self.consumer.stats())

@@ -21,7 +21,10 @@ shutdown the active segment must end with a whole batch (appends would otherwise
 tail between batches); if it does not, it is recovered like a segment after a crash.
 Deviations from Kafka: a segment whose offsets overflow its relative range or go backwards is cut
 at that batch (Kafka splits overflowed legacy segments, and empties a segment whose rebuilt index
-rejects an entry); producer-state snapshots are left alone (no producer state is kept here).
+rejects an entry); producer-state snapshots are left to :meth:`Log.open
+<replica_core.storage.log.Log.open>`, which loads the producer state once the segments are
+loaded (Kafka's loader does it at the end of ``load``, and also snapshots each recovered
+segment, which is not done here).
 """
 from __future__ import annotations
 

@@ -1,7 +1,21 @@
 """One partition's log: segments, append, read, truncation, flush and the high watermark.
 
-Kafka's ``UnifiedLog`` + ``LocalLog`` without tiered storage, transactions or producer state.
+Kafka's ``UnifiedLog`` + ``LocalLog`` without tiered storage or transactions (whose producer-state
+fields are kept, but no transaction index is written).
 KAFKA_SEMANTICS §2.1-2.8 (append, roll, flush), §3.2 (read), §4.1-4.2 (truncation), §5.2 (open).
+
+Producer state (idempotent producers, :mod:`~replica_core.storage.producer_state`) is kept as
+``UnifiedLog`` keeps it: loaded at open (the newest ``.snapshot``, then the log replayed from it
+after an unclean shutdown), checked and updated by every append of a batch with a producer id
+(a leader's retried batch that matches one of its producer's last five is answered with its
+original offsets and not written again), snapshotted at each roll and at a clean close,
+truncated with the log, and its snapshots deleted with their segments. Two differences, both
+on purpose: a leader checks sequences and epochs *before* rolling or touching the epoch cache
+(Kafka rolls first), so a rejected or duplicate batch changes nothing on disk; and a log created
+empty builds its producer state only when something needs it (a batch with a producer id, a
+roll, a truncation, a clean close), and appends without a producer id never touch it. Kafka
+moves the state's end offset on every append; here it is brought to the log end offset when it
+is next read, which gives the same snapshots.
 
 Step model: Kafka's background work runs inline. Rolling flushes the old segments at once
 (Kafka schedules that flush), and segments deleted by truncation are renamed to ``.deleted`` and
@@ -16,6 +30,7 @@ each log belongs to one thread).
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -39,12 +54,32 @@ from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
 from replica_core.storage.config import LogConfig
 from replica_core.storage.leader_epoch import LeaderEpochCache
 from replica_core.storage.loader import LogLoader, RecoveryReport
+from replica_core.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchInfo,
+    ProducerStateEntry,
+    ProducerStateManager,
+    ProducerStateUpdate,
+    analyze_and_validate_producer_state,
+    apply_in_sequence,
+    apply_producer_state_update,
+    delete_producer_snapshots,
+    in_sequence_entry,
+    increment_sequence,
+    rebuild_producer_state,
+)
+from replica_core.storage.producer_state import _expiration_ms as _check_expiration_ms
 from replica_core.storage.segment import (
+    COL_ATTRIBUTES,
     COL_BASE_OFFSET,
+    COL_BASE_SEQUENCE,
+    COL_LAST_OFFSET_DELTA,
     COL_MAGIC,
     COL_MAX_TIMESTAMP,
     COL_PARTITION_LEADER_EPOCH,
     COL_POSITION,
+    COL_PRODUCER_EPOCH,
+    COL_PRODUCER_ID,
     COL_SIZE,
     DELETED_FILE_SUFFIX,
     INDEX_FILE_SUFFIX,
@@ -77,6 +112,12 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 
 _LONG_MAX = 2**63 - 1
 _FIRST_HEADER = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+# a v2 batch header from its attributes (offset 21) to its base sequence (offset 53):
+# attributes, lastOffsetDelta, baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence
+_PRODUCER_FIELDS = struct.Struct(">hiqqqhi")
+_PRODUCER_ID_AT = 43  # a v2 batch's producer id; its first byte is < 0x80 exactly when id >= 0
+_TRANSACTIONAL_FLAG = 0x10
+_CONTROL_FLAG = 0x20
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 _DIR_SUFFIXES = ("-delete", "-future", "-stray")
 _ISOLATIONS = ("log_end", "high_watermark")
@@ -131,6 +172,97 @@ def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
         return LeaderEpochCache(LeaderEpochCheckpointFile(medium, path)), (
             f"leader-epoch-checkpoint unreadable ({e}); reset to empty"
         )
+
+
+class _InSequence(NamedTuple):
+    """A batch :func:`~replica_core.storage.producer_state.in_sequence_entry` accepted: what
+    :func:`~replica_core.storage.producer_state.apply_in_sequence` needs once it is written."""
+
+    entry: ProducerStateEntry
+    producer_epoch: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+    @property
+    def duplicate(self) -> None:
+        return None
+
+
+def _producer_batch(buf: Any, pos: int) -> Any:
+    """The producer-state view of the v2 batch at ``pos`` of an append buffer whose offsets are
+    final: a :class:`BatchInfo` from its header, or the batch itself for a control batch (its
+    end-transaction marker is in its record)."""
+    base = _FIRST_HEADER.unpack_from(buf, pos)[0]
+    attrs, delta, _, max_ts, pid, epoch, seq = _PRODUCER_FIELDS.unpack_from(buf, pos + 21)
+    if attrs & _CONTROL_FLAG:
+        return _records().batch_at(buf, pos)
+    return BatchInfo(pid, epoch, seq, base, base + delta, max_ts,
+                     bool(attrs & _TRANSACTIONAL_FLAG), False)
+
+
+def _producer_rows(headers: np.ndarray) -> np.ndarray:
+    """The header rows of v2 batches that carry a producer id."""
+    return headers[(headers[:, COL_MAGIC] >= 2) & (headers[:, COL_PRODUCER_ID] >= 0)]
+
+
+def _row_batch(row: list[int], read: Callable[[int, int], Any]) -> Any:
+    """:func:`_producer_batch` for a header row (``read(position, size)`` gives the bytes of a
+    control batch)."""
+    attrs = row[COL_ATTRIBUTES]
+    if attrs & _CONTROL_FLAG:
+        return _records().batch_at(read(row[COL_POSITION], row[COL_SIZE]))
+    base = row[COL_BASE_OFFSET]
+    return BatchInfo(row[COL_PRODUCER_ID], row[COL_PRODUCER_EPOCH], row[COL_BASE_SEQUENCE], base,
+                     base + row[COL_LAST_OFFSET_DELTA], row[COL_MAX_TIMESTAMP],
+                     bool(attrs & _TRANSACTIONAL_FLAG), False)
+
+
+def _segment_producer_batches(segments: LogSegments, base: int, start: int,
+                              end: int) -> Any:
+    """The batches with a producer id of the segment at ``base``, from the one holding
+    ``start`` until one starts at or past ``end`` (what ``rebuild_producer_state`` reads)."""
+    seg = segments.get(base)
+    if seg is None:
+        return
+    position = int(seg.offset_index.lookup(start)[1]) if start > base else 0
+
+    def read(pos: int, size: int) -> bytes:
+        return bytes(seg.log_file.read(pos, size))
+
+    for headers in seg.scan_headers(position):
+        for row in _producer_rows(headers).tolist():
+            yield _row_batch(row, read)
+        if int(headers[-1, COL_BASE_OFFSET]) >= end:
+            return
+
+
+def _answer_duplicate(info: Any, update: ProducerStateUpdate) -> Any:
+    """A retried batch already in the log: the append's answer carries the offsets (and, as
+    ``log_append_time``, the timestamp) it was first written with (``UnifiedLog.append``)."""
+    dup = update.duplicate
+    assert dup is not None
+    info.first_offset = dup.first_offset
+    info.last_offset = dup.last_offset
+    info.log_append_time = dup.timestamp
+    return info
+
+
+def _created_producer_state(medium: Any, dir: str, clock: Any, start: int, clean: bool,
+                            expiration_ms: int) -> ProducerStateManager | None:
+    """What loading a new, empty directory leaves of the producer state, when that is more
+    than nothing: a log starting above 0 after a clean shutdown gets the empty snapshot at its
+    start that ``rebuildProducerState`` writes when it finds no snapshot (the upgrade path).
+    Otherwise None: the log makes its state when first needed, with no file."""
+    if not (clean and start > 0):
+        return None
+    psm = ProducerStateManager(medium, dir, clock, producer_id_expiration_ms=expiration_ms,
+                               list_existing=False)
+    rebuild_producer_state(psm, segment_base_offsets=[start], read_batches=lambda *a: (),
+                           log_start_offset=start, last_offset=start,
+                           reload_from_clean_shutdown=True)
+    return psm
 
 
 def _config_values(config: Any) -> tuple[Any, ...]:
@@ -258,6 +390,8 @@ class Log:
         recovery_report: RecoveryReport | None = None,
         topic_partition: tuple[str, int] | None = None,
         jitter_source: Any = None,
+        producer_state: ProducerStateManager | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = dir
         self.topic, self.partition = (parse_topic_partition(dir) if topic_partition is None
@@ -272,6 +406,10 @@ class Log:
         self._leo = next_offset_metadata.message_offset
         self._hw = LogOffsetMetadata(self._log_start_offset)
         self.leader_epoch_cache = leader_epoch_cache
+        # None until needed (a created log): see _producer_state
+        self._psm = producer_state
+        self._psm_start = self._log_start_offset  # where a state made now starts, snapshotted
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._recovery_report = recovery_report
         # a created log's report is built when asked for: (dir, clean, start, recovery point)
         self._creation: tuple[str, bool, int, int] | None = None
@@ -298,6 +436,7 @@ class Log:
         log_start_offset: int = 0,
         had_clean_shutdown: bool = False,
         jitter_source: Any = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (creating if needed) and load ``<topic>-<partition>`` (KAFKA_SEMANTICS §5.2-5.3).
 
@@ -306,7 +445,14 @@ class Log:
         What recovery changed is in :attr:`recovery_report`. ``jitter_source`` gives each new
         segment its roll jitter (a :class:`~replica_core.storage.config.SegmentJitter`; None: a
         draw seeded by the segment's directory name and base offset).
+
+        The producer state is loaded as Kafka's ``LogLoader`` loads it: snapshots not at a
+        segment base are removed (``removeStraySnapshots``), then ``rebuildProducerState`` loads
+        the newest snapshot in (log start, log end] and replays the log from it (after a clean
+        shutdown with no snapshot at all nothing is scanned). ``producer_id_expiration_ms`` is
+        the broker's ``producer.id.expiration.ms``.
         """
+        _check_expiration_ms(producer_id_expiration_ms)
         if medium is None:
             from replica_core.storage.medium import FileMedium
 
@@ -324,7 +470,8 @@ class Log:
         if not medium.exists(dir):
             return cls._create(dir, config, medium, clock, log_start_offset,
                                min(recovery_point, log_start_offset), had_clean_shutdown, tp,
-                               jitter_source=jitter_source)
+                               jitter_source=jitter_source,
+                               producer_id_expiration_ms=producer_id_expiration_ms)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -343,6 +490,17 @@ class Log:
             report=report,
             jitter_source=jitter_source,
         ).load()
+        psm = ProducerStateManager(medium, dir, clock, list_existing=False,
+                                   producer_id_expiration_ms=producer_id_expiration_ms)
+        bases = segments.base_offsets()
+        psm.remove_stray_snapshots(bases)  # lists the snapshot files
+        rebuild_producer_state(psm, segment_base_offsets=bases,
+                               read_batches=functools.partial(_segment_producer_batches, segments),
+                               log_start_offset=loaded.log_start_offset,
+                               last_offset=loaded.next_offset_metadata.message_offset,
+                               reload_from_clean_shutdown=had_clean_shutdown)
+        for path, why in psm.corrupt_snapshots:
+            report.warnings.append(f"{os.path.basename(path)}: {why}; deleted")
         return cls(
             dir, config, medium, clock, segments,
             log_start_offset=loaded.log_start_offset,
@@ -352,12 +510,15 @@ class Log:
             recovery_report=report,
             topic_partition=tp,
             jitter_source=jitter_source,
+            producer_state=psm,
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
 
     @classmethod
     def _create(cls, dir: str, config: Any, medium: Any, clock: Any, log_start_offset: int,
                 recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int],
-                jitter_source: Any = None) -> Log:
+                jitter_source: Any = None,
+                producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
         """A brand-new partition directory (``dir`` does not exist): what loading an empty one
         yields (one empty segment at the log start offset with pre-allocated indexes, an empty
         epoch cache), without listing or scanning anything.
@@ -365,13 +526,15 @@ class Log:
         The medium creates the directory and its four files in one call (the same names,
         lengths and contents as creating them one by one). The objects wait for first use: the
         segment (:class:`_NewLogSegments`), its indexes (``index_files_preallocated``) and the
-        recovery report.
+        recovery report, and the producer state (``_producer_state``: an empty directory has no
+        snapshot to load and no batch to replay).
         """
         index_bytes = int(config.segment_index_bytes)
         if index_bytes < 12:  # too small for an index entry: fail where the index is made
             return cls._create_stepwise(dir, config, medium, clock, log_start_offset,
                                         recovery_point, had_clean_shutdown, tp,
-                                        jitter_source=jitter_source)
+                                        jitter_source=jitter_source,
+                                        producer_id_expiration_ms=producer_id_expiration_ms)
         medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
         cache = LeaderEpochCache(LeaderEpochCheckpointFile(
             medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
@@ -389,6 +552,10 @@ class Log:
             leader_epoch_cache=cache,
             topic_partition=tp,
             jitter_source=jitter_source,
+            producer_state=_created_producer_state(medium, dir, clock, log_start_offset,
+                                                   had_clean_shutdown,
+                                                   producer_id_expiration_ms),
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
         lg._creation = (dir, had_clean_shutdown, log_start_offset, recovery_point)
         return lg
@@ -396,7 +563,9 @@ class Log:
     @classmethod
     def _create_stepwise(cls, dir: str, config: Any, medium: Any, clock: Any,
                          log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
-                         tp: tuple[str, int], jitter_source: Any = None) -> Log:
+                         tp: tuple[str, int], jitter_source: Any = None,
+                         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
+                         ) -> Log:
         """:meth:`_create` one file at a time, every object built at once (the reference the
         one-call path is tested against)."""
         from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
@@ -422,6 +591,10 @@ class Log:
             recovery_report=report,
             topic_partition=tp,
             jitter_source=jitter_source,
+            producer_state=_created_producer_state(medium, dir, clock, log_start_offset,
+                                                   had_clean_shutdown,
+                                                   producer_id_expiration_ms),
+            producer_id_expiration_ms=producer_id_expiration_ms,
         )
 
     def update_config(self, config: Any) -> None:
@@ -524,7 +697,15 @@ class Log:
     def append_as_leader(
         self, batch_bytes: bytes | bytearray | memoryview, leader_epoch: int, *, origin: str = "client"
     ) -> Any:
-        """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append (§2.1-2.6)."""
+        """Validate, assign offsets from the LEO, stamp ``leader_epoch`` and append (§2.1-2.6).
+
+        A batch with a producer id is checked against the producer state first
+        (``analyzeAndValidateProducerState``): a client's retry of one of its producer's last
+        five batches is not written and the answer carries the original batch's first and last
+        offsets (and its timestamp as ``log_append_time``, as Kafka answers it); a sequence gap
+        raises :class:`~replica_core.errors.OutOfOrderSequenceError`, an older producer epoch
+        :class:`~replica_core.errors.InvalidProducerEpochError` — before anything is written.
+        """
         self._check_open()
         now = self.clock.milliseconds()
         topic = self._fast_topic
@@ -535,15 +716,26 @@ class Log:
         if fast is None:
             return self._append(batch_bytes, origin, True, leader_epoch, False, now)
         info, valid, base_offset = fast
+        update = None
+        if valid[_PRODUCER_ID_AT] < 0x80:  # a producer id (-1: none, the common case)
+            update = self._check_producer_batch(valid, origin)
+            if update.duplicate is not None:
+                return _answer_duplicate(info, update)
         # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads back from its header)
         self._maybe_assign_epoch(leader_epoch, base_offset)
         last_offset = info.last_offset
         self._write_validated(valid, info.valid_bytes, info.first_offset, last_offset,
                               info.max_timestamp, last_offset, now)
+        if update is not None:
+            self._apply_producer_update(update, last_offset)
         return info
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> Any:
-        """Append batches with the leader's offsets; a partial trailing batch is dropped (§2.5)."""
+        """Append batches with the leader's offsets; a partial trailing batch is dropped (§2.5).
+
+        Batches with a producer id update the producer state with the replication rules (no
+        sequence or epoch check, no duplicate detection), so a follower holds what its leader
+        holds."""
         return self._append(batch_bytes, "replication", False, -1, True)
 
     def _append(
@@ -623,11 +815,59 @@ class Log:
             shallow = info.shallow_offset_of_max_timestamp
             first_offset = info.first_offset
 
-        self._assign_epochs_from(valid)
-
         size = len(valid) if not isinstance(valid, memoryview) else valid.nbytes
+        update, headers = self._producer_update(valid, size, origin)
+        if update is not None and update.duplicate is not None:
+            return _answer_duplicate(info, update)
+
+        self._assign_epochs_from(valid, headers)
+
         self._write_validated(valid, size, first_offset, last_offset, max_timestamp, shallow, now)
+        if update is not None:
+            self._apply_producer_update(update, last_offset)
         return info
+
+    def _check_producer_batch(self, buf: Any, origin: str) -> Any:
+        """Check the one v2 batch of an append (offsets final, producer id set) against the
+        producer state: the common case (:func:`in_sequence_entry`) in one step, anything else
+        through :func:`analyze_and_validate_producer_state`."""
+        base = _FIRST_HEADER.unpack_from(buf, 0)[0]
+        attrs, delta, _, max_ts, pid, epoch, seq = _PRODUCER_FIELDS.unpack_from(buf, 21)
+        psm = self._producer_state()
+        if not attrs & (_CONTROL_FLAG | _TRANSACTIONAL_FLAG) and seq >= 0:
+            last_seq = increment_sequence(seq, delta)
+            entry = in_sequence_entry(psm, pid, epoch, seq, last_seq, origin == "client")
+            if entry is not None:
+                return _InSequence(entry, epoch, last_seq, base, base + delta, max_ts)
+        return analyze_and_validate_producer_state(psm, (_producer_batch(buf, 0),), origin)
+
+    def _apply_producer_update(self, update: Any, last_offset: int) -> None:
+        """The producer-state half of an append, once its records are written."""
+        psm = self._psm
+        assert psm is not None
+        if type(update) is _InSequence:
+            apply_in_sequence(psm, update.entry, update.producer_epoch, update.last_seq,
+                              update.first_offset, update.last_offset, update.timestamp)
+        else:
+            apply_producer_state_update(psm, update, last_offset)
+
+    def _producer_update(self, buf: Any, size: int, origin: str
+                         ) -> tuple[Any, np.ndarray | None]:
+        """Check an append's batches (offsets final) against the producer state; None when no
+        batch has a producer id. Also returns the batch headers when it had to scan them (more
+        than one batch), for the epoch-cache upkeep that follows."""
+        _, length, _, magic = _FIRST_HEADER.unpack_from(buf, 0)
+        if length + 12 == size:
+            if magic < 2 or buf[_PRODUCER_ID_AT] >= 0x80:
+                return None, None
+            return self._check_producer_batch(buf, origin), None
+        headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
+        rows = _producer_rows(headers)
+        if not len(rows):
+            return None, headers
+        batches = [_row_batch(row, lambda pos, n: buf[pos:pos + n]) for row in rows.tolist()]
+        return analyze_and_validate_producer_state(self._producer_state(), batches,
+                                                   origin), headers
 
     def _write_validated(
         self,
@@ -662,7 +902,7 @@ class Log:
         if self._recovery_point > leo:
             self._recovery_point = leo
         if self._hw.message_offset >= leo:
-            self._hw = self._leo_meta
+            self._set_hw(self._leo_meta)
         if leo - self._recovery_point >= self._flush_messages:
             self.flush(leo)
 
@@ -676,8 +916,9 @@ class Log:
                 f"{self._max_message_bytes}"
             )
 
-    def _assign_epochs_from(self, buf: Any) -> None:
-        """Epoch cache upkeep for every batch of an append (§2.6 step 1)."""
+    def _assign_epochs_from(self, buf: Any, headers: np.ndarray | None = None) -> None:
+        """Epoch cache upkeep for every batch of an append (§2.6 step 1); ``headers``: the
+        append's batch headers if already scanned."""
         cache = self.leader_epoch_cache
         base, length, epoch, magic = _FIRST_HEADER.unpack_from(buf, 0)
         total = len(buf) if not isinstance(buf, memoryview) else buf.nbytes
@@ -687,7 +928,8 @@ class Log:
             elif not cache.is_empty:
                 cache.clear_and_flush()
             return
-        headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
+        if headers is None:
+            headers, _, _ = batch_kernel().scan_batches(buf, 0, -1, False)
         magics = headers[:, COL_MAGIC]
         epochs = headers[:, COL_PARTITION_LEADER_EPOCH]
         bases = headers[:, COL_BASE_OFFSET]
@@ -717,7 +959,9 @@ class Log:
 
     # --- roll (§2.7) --------------------------------------------------------------------
     def roll(self, expected_next_offset: int | None = None) -> LogSegment:
-        """Start a new active segment at ``max(expected_next_offset, LEO)``; flush the old ones."""
+        """Start a new active segment at ``max(expected_next_offset, LEO)``; snapshot the
+        producer state at its base offset (so recovery can start from the snapshot and that
+        segment); flush the snapshot and the old segments."""
         self._check_open()
         new_offset = max(expected_next_offset or 0, self._leo)
         active = self._segments.last
@@ -751,9 +995,15 @@ class Log:
                                   jitter_source=self.jitter_source)
         self._segments.add(segment)
         self._update_log_end_offset(self._leo)
+        psm = self._producer_state()
+        psm.update_map_end_offset(new_offset)
+        snapshot = psm.take_snapshot(sync=False)
         if self._hw.message_offset >= self._leo:
-            self._hw = self._leo_meta
-        # Kafka schedules this flush; the step model runs it now
+            self._set_hw(self._leo_meta)
+        # Kafka schedules this flush (the snapshot's, then the segments'); the step model runs
+        # it now
+        if snapshot is not None:
+            psm.flush_snapshot(snapshot)
         self.flush(new_offset)
         return segment
 
@@ -786,6 +1036,8 @@ class Log:
         if meta.message_offset < 0:
             raise ValueError("high watermark offset should be non-negative")
         self._hw = meta
+        if self._psm is not None:
+            self._psm.on_high_watermark_updated(meta.message_offset)
 
     def maybe_increment_high_watermark(
         self, new_hw: LogOffsetMetadata
@@ -852,6 +1104,10 @@ class Log:
         if new_log_start_offset > self._log_start_offset:
             self._update_log_start_offset(new_log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            if self._psm is not None:
+                self._psm.on_log_start_offset_incremented(new_log_start_offset)
+            else:  # what that call leaves in a state with no snapshot
+                self._psm_start = new_log_start_offset
             return True
         return False
 
@@ -904,6 +1160,8 @@ class Log:
             for seg in to_delete:
                 self._segments.remove(seg.base_offset)
             self._delete_segment_files_async(to_delete)
+            if self._psm is not None:  # no state made yet: no snapshot written
+                delete_producer_snapshots(self._psm, [seg.base_offset for seg in to_delete])
         return len(deletable)
 
     def _delete_segment_files_async(self, segments: list[LogSegment]) -> None:
@@ -1068,6 +1326,7 @@ class Log:
         if self._segments.first.base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
+        psm = self._producer_state()  # complete up to the LEO before the cut
         doomed = self._segments.after(target_offset)
         for seg in doomed:
             self._segments.remove(seg.base_offset)
@@ -1077,20 +1336,24 @@ class Log:
         active.flush()
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(target_offset)
+        delete_producer_snapshots(psm, [seg.base_offset for seg in doomed])
         self.leader_epoch_cache.truncate_from_end(target_offset)
         if target_offset < self._log_start_offset:
             self._log_start_offset = target_offset
             if self.log_start_listener is not None:
                 self.log_start_listener(target_offset)
+        self._rebuild_producer_state(target_offset)
         if self._hw.message_offset >= self._leo:
-            self._hw = self._leo_meta
+            self._set_hw(self._leo_meta)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
-        """Drop every segment and start empty at ``new_offset`` (§4.2)."""
+        """Drop every segment and start empty at ``new_offset`` (§4.2); the producer state is
+        emptied and its snapshots deleted."""
         self._check_open()
         if new_offset < 0:
             raise ValueError("cannot start a log at a negative offset")
+        psm = self._producer_state()
         doomed = list(self._segments)
         self._segments.clear()
         self._delete_segment_files(doomed)
@@ -1100,7 +1363,9 @@ class Log:
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(new_offset)
         self.leader_epoch_cache.clear_and_flush()
+        psm.truncate_fully_and_start_at(new_offset)
         self._log_start_offset = new_offset if log_start_offset is None else int(log_start_offset)
+        self._rebuild_producer_state(new_offset)
         self.update_high_watermark(self._leo_meta)
         if self.log_start_listener is not None:
             self.log_start_listener(self._log_start_offset)
@@ -1112,6 +1377,42 @@ class Log:
             seg.change_file_suffixes("", DELETED_FILE_SUFFIX)
         for seg in segments:
             seg.delete()
+
+    # --- producer state ------------------------------------------------------------------
+    def _producer_state(self) -> ProducerStateManager:
+        """The producer state, complete up to the LEO. A created log makes it on first use:
+        nothing to list or load, starting (and counting as snapshotted) where the log started
+        or its start last moved to."""
+        psm = self._psm
+        if psm is None:
+            psm = self._psm = ProducerStateManager.for_new_log(
+                self.medium, self.dir, self.clock, self._psm_start,
+                producer_id_expiration_ms=self._producer_id_expiration_ms)
+        # Kafka moves the end offset after every append; appends without a producer id skip it
+        psm.update_map_end_offset(self._leo)
+        return psm
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """This log's :class:`~replica_core.storage.producer_state.ProducerStateManager`."""
+        return self._producer_state()
+
+    def _rebuild_producer_state(self, last_offset: int) -> None:
+        """``UnifiedLog.rebuildProducerState`` after a truncation: reload from the newest
+        snapshot at or below ``last_offset`` and replay the log up to it."""
+        psm = self._psm
+        assert psm is not None
+        rebuild_producer_state(
+            psm, segment_base_offsets=self._segments.base_offsets(),
+            read_batches=functools.partial(_segment_producer_batches, self._segments),
+            log_start_offset=self._log_start_offset, last_offset=last_offset)
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
+        """Forget producers idle for ``producer.id.expiration.ms`` (Kafka's periodic
+        ``PeriodicProducerExpirationCheck``); their ids."""
+        if self._psm is None:
+            return []
+        return self._psm.remove_expired_producers(now_ms)
 
     # --- flush (§2.8) -----------------------------------------------------------------
     def flush(self, offset: int | None = None) -> None:
@@ -1152,7 +1453,18 @@ class Log:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
 
     def close(self) -> None:
-        """Close all segments (indexes are trimmed); no flush — call :meth:`flush` first."""
+        """Snapshot the producer state at the LEO (so the next open scans nothing), then close
+        all segments (indexes are trimmed); no flush — call :meth:`flush` first."""
+        if self.closed:
+            return
+        if self._psm is not None or self._leo > self._psm_start:
+            self._producer_state().take_snapshot()
+        self._segments.close()
+        self.closed = True
+
+    def close_handlers(self) -> None:
+        """Close the files without writing anything (Kafka's ``closeHandlers``: the log
+        directory went offline, or the process is gone)."""
         if self.closed:
             return
         self._segments.close()
@@ -1161,7 +1473,8 @@ class Log:
     def delete(self) -> None:
         """Close the log and remove its directory with everything in it."""
         if not self.closed:
-            self.close()
+            self._segments.close()
+            self.closed = True
         self._segments.clear()
         self.medium.rmtree(self.dir)
 

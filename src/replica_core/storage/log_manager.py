@@ -34,6 +34,11 @@ from replica_core.errors import (
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import Log, parse_topic_partition
+from replica_core.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+)
+from replica_core.storage.producer_state import _expiration_ms as _check_expiration_ms
 
 __all__ = [
     "LogManager",
@@ -118,6 +123,9 @@ class LogManager:
         rng: Any = None,
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
         initial_task_delay_ms: int = DEFAULT_INITIAL_TASK_DELAY_MS,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        producer_id_expiration_check_interval_ms: int = (
+            DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS),
     ) -> None:
         if medium is None:
             from replica_core.storage.medium import FileMedium
@@ -150,6 +158,15 @@ class LogManager:
         """``log.retention.check.interval.ms``: how often the owner calls :meth:`cleanup_logs`."""
         self.initial_task_delay_ms = int(initial_task_delay_ms)
         """``log.initial.task.delay.ms``: when the owner first calls it after startup."""
+        _check_expiration_ms(producer_id_expiration_ms)
+        interval = producer_id_expiration_check_interval_ms
+        if isinstance(interval, bool) or not isinstance(interval, int) \
+                or not 1 <= interval <= 2**31 - 1:
+            raise InvalidConfigurationError(
+                f"Invalid value {interval!r} for configuration "
+                f"producer.id.expiration.check.interval.ms: must be an int in [1, {2**31 - 1}]")
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producer_id_expiration_check_interval_ms = interval
         self.config = config
         self.topic_configs = dict(topic_configs or {})
         self.medium = medium
@@ -166,6 +183,7 @@ class LogManager:
         self.loads: dict[str, LogDirLoad] = {}
         self.offline_dirs: set[str] = set()
         self.started = False
+        self._next_producer_expiration_check = clock.milliseconds() + interval
 
     # --- configuration ------------------------------------------------------------------
     def config_for(self, topic: str) -> Any:
@@ -288,6 +306,7 @@ class LogManager:
                 log_start_offset=log_starts.get(tp, 0),
                 had_clean_shutdown=had_clean_shutdown,
                 jitter_source=self._jitter(*tp),
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
             lg.update_high_watermark(high_watermarks.get(tp, 0))
             return lg
@@ -417,11 +436,13 @@ class LogManager:
         if self.medium.exists(path):
             # a directory nobody loaded may hold anything: recover it fully
             lg = Log.open(path, config, medium=self.medium, clock=self.clock,
-                          had_clean_shutdown=False, jitter_source=self._jitter(topic, partition))
+                          had_clean_shutdown=False, jitter_source=self._jitter(topic, partition),
+                          producer_id_expiration_ms=self.producer_id_expiration_ms)
         else:
             # what Log.open does for a directory that does not exist, the name already parsed
             lg = Log._create(path, config, self.medium, self.clock, 0, 0, True,
-                             (topic, int(partition)), jitter_source=self._jitter(topic, partition))
+                             (topic, int(partition)), jitter_source=self._jitter(topic, partition),
+                             producer_id_expiration_ms=self.producer_id_expiration_ms)
         self._logs[tp] = lg
         self._place(tp, log_dir)
         return lg
@@ -454,6 +475,21 @@ class LogManager:
                 dirs[self._log_dir_of[tp]] = None
         for d in dirs:
             self._checkpoint_dir(d, RECOVERY_POINT_CHECKPOINT_FILE, _RECOVERY_POINT)
+
+    def remove_expired_producers_if_due(self) -> int:
+        """Kafka's ``PeriodicProducerExpirationCheck``: every
+        ``producer.id.expiration.check.interval.ms`` (600000) on the injected clock, each log
+        forgets producers idle for ``producer.id.expiration.ms`` (86400000). Kafka schedules the
+        check per log from its creation; one schedule for all logs here. Returns how many
+        producer ids were removed (0 when not due)."""
+        now = self.clock.milliseconds()
+        if now < self._next_producer_expiration_check:
+            return 0
+        interval = self.producer_id_expiration_check_interval_ms
+        self._next_producer_expiration_check = now + interval - (
+            (now - self._next_producer_expiration_check) % interval)
+        return sum(len(lg.remove_expired_producers(now)) for lg in self._logs.values()
+                   if not lg.closed)
 
     def flush_dirty_logs(self) -> int:
         """The ``flush.ms`` scheduler: flush every overdue log; returns how many were flushed."""

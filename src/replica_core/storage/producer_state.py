@@ -92,9 +92,11 @@ __all__ = [
     "ProducerStateUpdate",
     "TxnMetadata",
     "analyze_and_validate_producer_state",
+    "apply_in_sequence",
     "apply_producer_state_update",
     "decrement_sequence",
     "delete_producer_snapshots",
+    "in_sequence_entry",
     "increment_sequence",
     "load_producers_from_batches",
     "rebuild_producer_state",
@@ -939,6 +941,36 @@ def apply_producer_state_update(manager: ProducerStateManager, update: ProducerS
         out.append((txn, lso))
     manager.update_map_end_offset(last_offset + 1)
     return out
+
+
+def in_sequence_entry(manager: ProducerStateManager, producer_id: int, producer_epoch: int,
+                      first_seq: int, last_seq: int, client: bool) -> ProducerStateEntry | None:
+    """The common append in one step: the entry of a producer whose next batch — a data batch,
+    not transactional, of the producer's current epoch, with no transaction open anywhere in the
+    partition — needs no check but its sequence: for a client, the one after the producer's last
+    and no duplicate of a cached batch; for a replicated batch, none. Then
+    :func:`analyze_and_validate_producer_state` would accept it, changing nothing but that
+    entry (see :func:`apply_in_sequence`). None: use the general functions."""
+    if manager._ongoing_txns:
+        return None
+    entry = manager._producers.get(producer_id)
+    if entry is None or entry.producer_epoch != producer_epoch or not entry.batch_metadata \
+            or entry.current_txn_first_offset is not None:
+        return None
+    if client and (not _in_sequence(entry.batch_metadata[-1].last_seq, first_seq)
+                   or entry.batch_with_sequence_range(first_seq, last_seq) is not None):
+        return None
+    return entry
+
+
+def apply_in_sequence(manager: ProducerStateManager, entry: ProducerStateEntry,
+                      producer_epoch: int, last_seq: int, first_offset: int, last_offset: int,
+                      timestamp: int) -> None:
+    """After the records of a batch :func:`in_sequence_entry` accepted are written: what
+    :func:`apply_producer_state_update` does for it (the batch cached, the timestamp taken, the
+    map end offset past it)."""
+    entry.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+    manager._last_map_offset = last_offset + 1
 
 
 def update_producer_state_from_batch(manager: ProducerStateManager,

@@ -1,0 +1,153 @@
+"""The simulator's idempotent producer (issue 17): Kafka's producer configs
+``enable.idempotence``, ``max.in.flight.requests.per.connection``, ``retries`` and
+``delivery.timeout.ms``, producer ids and sequences on the batches, and what a consumer of the
+committed log sees when retries follow lost answers or a leader failover, with and without
+idempotence."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from replica_core.errors import InvalidConfigurationError
+from replica_core.sim import scenario as sc
+from replica_core.sim.cluster import Cluster, configs_in_force
+from replica_core.sim.invariants import records_digest, scan_log
+from replica_core.sim.run import run_scenario
+from replica_core.sim.workload import Workload
+
+SCENARIO = sc.examples_dir() / "idempotence.toml"
+FAST = {"broker.session.timeout.ms": 2000, "replica.lag.time.max.ms": 4000,
+        "min.insync.replicas": 2}
+
+
+def _run(idempotence: bool) -> dict:
+    summary, _, _ = run_scenario(sc.load(SCENARIO, {"enable.idempotence": idempotence}))
+    return summary
+
+
+def test_the_shipped_failover_scenario_duplicates_records_only_without_idempotence():
+    without, with_ = _run(False), _run(True)
+    for s in (without, with_):
+        assert s["lost_acked_records"] == 0 and s["failed_batches"] == 0
+        assert s["producer_retries"] > 0 and s["leader_elections"] > 0
+    assert without["config"]["kafka"]["producer"]["enable.idempotence"] is False
+    assert with_["config"]["kafka"]["producer"]["enable.idempotence"] is True
+    # a consumer of the committed logs reads some records twice without idempotence...
+    assert without["duplicated_records"] > 0
+    assert without["duplicated_records"] == 5 * without["duplicate_batches"]  # 5 per batch
+    # ...and none with it, in produce order
+    assert with_["duplicated_records"] == 0 and with_["duplicate_batches"] == 0
+    assert with_["reordered_records"] == 0 and with_["reordered_batches"] == 0
+
+
+def _busy_cluster(idempotence: bool, *, seed: int = 3):
+    c = Cluster(3, config={**FAST, "request.timeout.ms": 1000,
+                           "enable.idempotence": idempotence}, seed=seed)
+    c.create_topic("t", 4, 3)
+    c.advance(1500)
+    w = Workload(c, {"batches_per_second": 5.0, "records_per_batch": 4, "record_bytes": 40})
+    return c, w
+
+
+def _lose_answers(c, w, ms: int = 2500) -> None:
+    """Every leader's answers to the producer are lost for ``ms``: each batch sent then is
+    appended, times out at the producer and is sent again."""
+    w.start(c.loop.now + 8000)
+    c.advance(2000)
+    leaders = {c.leader_and_isr(tp)[0] for tp in c.tps}
+    for b in leaders:
+        c.network.link(b, 1000).loss_rate = 1.0
+    c.advance(ms)
+    for b in leaders:
+        c.network.link(b, 1000).loss_rate = 0.0
+    c.advance(6000)
+
+
+def test_retries_after_lost_answers_are_answered_with_their_first_offsets():
+    c, w = _busy_cluster(True)
+    _lose_answers(c, w)
+    p = w.producer
+    assert p.errors.get("REQUEST_TIMED_OUT", 0) > 0  # appended batches were sent again
+    assert p.failed_batches == 0 and p.acked_batches == p.sent_batches
+    audit = w.audit_logs()
+    assert audit["duplicate_batches"] == 0 and audit["duplicated_records"] == 0
+    # every acknowledged batch is in its leader's log once, at the offset it was acked with
+    for tp in c.tps:
+        log = c.brokers[c.leader_and_isr(tp)[0]].rm.local_log(tp)
+        headers, files, starts = scan_log(log)
+        stored = []
+        for k in range(len(headers)):
+            i = max(j for j, s in enumerate(starts) if s <= k)
+            view = files[i].view(int(headers[k, 0]), int(headers[k, 1]))
+            stored.append((int(headers[k, 2]), records_digest(view)))
+            view.release()
+        acked = sorted((e[0], e[2]) for e in c.checker.ledger.entries[c.tp_ids[tp]])
+        assert sorted(stored) == acked
+
+
+def test_batches_carry_the_producer_id_epoch_and_per_partition_sequences():
+    c, w = _busy_cluster(True)
+    other = Workload(c, {"batches_per_second": 1.0})
+    assert (w.producer.producer_id, w.producer.producer_epoch) == (0, 0)
+    assert (other.producer.producer_id, other.producer.producer_epoch) == (1, 0)
+    w.start(c.loop.now + 3000)
+    c.advance(5000)
+    for tp in c.tps:
+        log = c.brokers[c.leader_and_isr(tp)[0]].rm.local_log(tp)
+        fields = []
+        for seg in log.segments:
+            data = log.medium.read_bytes(seg.log_path)
+            pos = 0
+            while pos + 61 <= len(data):
+                fields.append(struct.unpack_from(">qhi", data, pos + 43))
+                pos += struct.unpack_from(">i", data, pos + 8)[0] + 12
+        assert fields, tp
+        assert {f[:2] for f in fields} == {(0, 0)}
+        assert [f[2] for f in fields] == [4 * i for i in range(len(fields))]  # 4 records each
+
+
+def test_no_more_than_max_in_flight_batches_of_a_partition_are_outstanding():
+    c = Cluster(3, config={**FAST, "request.timeout.ms": 30_000,
+                           "max.in.flight.requests.per.connection": 2}, seed=4)
+    c.create_topic("t", 1, 3)
+    c.advance(1500)
+    w = Workload(c, {"batches_per_second": 50.0, "records_per_batch": 2, "record_bytes": 40})
+    leader = c.leader_and_isr(c.tps[0])[0]
+    c.network.link(leader, 1000).loss_rate = 1.0  # answers lost: requests stay outstanding
+    w.start(c.loop.now + 2000)
+    c.advance(1000)
+    q = w.producer._queues[c.tp_ids[c.tps[0]]]
+    assert q.in_flight == 2 and len(q.pending) > 10
+    assert w.producer.sent_batches == q.in_flight + len(q.pending)
+
+
+@pytest.mark.parametrize("configs,acks,names", [
+    ({"enable.idempotence": True}, 1, "acks"),
+    ({"enable.idempotence": True, "max.in.flight.requests.per.connection": 6}, -1,
+     "max.in.flight.requests.per.connection"),
+    ({"enable.idempotence": True, "retries": 0}, -1, "retries"),
+    ({"enable.idempotence": "maybe"}, -1, "enable.idempotence"),
+    ({"max.in.flight.requests.per.connection": 0}, -1, "max.in.flight.requests.per.connection"),
+    ({"retries": -1}, -1, "retries"),
+    ({"delivery.timeout.ms": 2000, "request.timeout.ms": 3000}, -1, "delivery.timeout.ms"),
+])
+def test_bad_producer_configs_are_refused_naming_the_config(configs, acks, names):
+    doc = {"topics": [{"name": "t", "partitions": 1, "replication_factor": 1}],
+           "cluster": {"brokers": 1}, "configs": configs,
+           "workload": {"acks": {-1: "all", 1: 1}[acks]}}
+    with pytest.raises(InvalidConfigurationError, match=names.replace(".", r"\.")):
+        sc.from_dict(doc)
+
+
+def test_idempotence_left_at_its_default_gives_way_as_in_kafka():
+    """Not set explicitly, idempotence is turned off (not an error) by acks other than all, by
+    retries=0 or by more than 5 requests in flight; delivery.timeout.ms left at its default is
+    raised to request.timeout.ms."""
+    assert configs_in_force({}, -1)["producer"]["enable.idempotence"] is True
+    assert configs_in_force({}, 1)["producer"]["enable.idempotence"] is False
+    assert configs_in_force({"retries": 0}, -1)["producer"]["enable.idempotence"] is False
+    off = configs_in_force({"max.in.flight.requests.per.connection": 9}, -1)["producer"]
+    assert (off["enable.idempotence"], off["max.in.flight.requests.per.connection"]) == (False, 9)
+    assert configs_in_force({"request.timeout.ms": 200_000},
+                            -1)["producer"]["delivery.timeout.ms"] == 200_000
