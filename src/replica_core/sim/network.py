@@ -489,5 +489,10 @@ class Network:
                 return
             handler(src, msg, respond)
 
-        timer = self.loop.call_later(timeout_ms, finish, RequestTimeout(f"{src}->{dst} timed out"))
+        timer = self.loop.call_later(timeout_ms, _time_out, finish, src, dst)
         self.send(src, dst, message, size, arrive)
+
+
+def _time_out(finish: Callable[[Any], None], src: int, dst: int) -> None:
+    """A request's timer went off: its answer is the timeout (made only then)."""
+    finish(RequestTimeout(f"{src}->{dst} timed out"))

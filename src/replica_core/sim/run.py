@@ -172,7 +172,9 @@ def run_info(scenario: Scenario, summary: dict[str, Any], wall: float) -> dict[s
         "speed_vs_real_time": round(scenario.duration_s / wall, 2) if wall > 0 else None,
         "partitions": scenario.total_partitions,
         "python": sys.version.split()[0],
-        "platform": platform.platform(),
+        # os.uname's fields only: platform.platform() may fork `uname -p`, a cost run.json's
+        # wall time would include
+        "platform": f"{platform.system()}-{platform.release()}-{platform.machine()}",
         "numpy": np.__version__,
     }
 

@@ -1126,6 +1126,8 @@ class Log:
         from replica_core.storage import retention
 
         self._check_open()
+        if type(self._segments) is _NewLogSegments:
+            return 0  # one empty segment, never written: nothing is deletable (and nothing read)
         config = self.config
         total = self._delete_old_segments(
             retention.log_start_offset_breached(self._log_start_offset))

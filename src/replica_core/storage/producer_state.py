@@ -144,6 +144,8 @@ class AppendOrigin(str, Enum):
 
 
 def _origin(origin: AppendOrigin | str) -> AppendOrigin:
+    if origin.__class__ is AppendOrigin:
+        return origin  # type: ignore[return-value]
     try:
         return AppendOrigin(origin)
     except ValueError:
@@ -661,6 +663,8 @@ class ProducerStateManager:
         self._oldest_txn_last_timestamp = entry.last_timestamp if entry is not None else -1
 
     def _remove_unreplicated_transactions(self, offset: int) -> None:
+        if not self._unreplicated_txns:
+            return
         for first in [f for f, t in self._unreplicated_txns.items()
                       if t.last_offset is not None and t.last_offset < offset]:
             del self._unreplicated_txns[first]
