@@ -138,7 +138,7 @@ def test_charts_have_labelled_axes_real_ticks_and_named_fault_periods():
     assert re.search(r'<rect [^>]*class="band"><title>crash broker 1 \(process\) → restart at '
                      r'6 s: 2–6 s', page)
     # an all-zero series says so, and no label is NaN or an exponent
-    assert any("(0 throughout)" in t for t in texts)
+    assert any("(0 at every sample)" in t for t in texts)
     for t in texts:
         assert "NaN" not in t and not re.search(r"\de-\d", t), t
     # percentiles as the summary computes them (the lower value): p50 of 6 samples is the 3rd

@@ -237,3 +237,95 @@ def test_risk_grid_answers_its_question():
     assert s.fault_rates["repair_time"]["distribution"] == "lognormal"
     assert s.acks == -1 and s.configs["min.insync.replicas"] == 2
     assert [t.replication_factor for t in s.topics] == [3]
+
+
+# ---- the newer figures as typed row columns, from real runs -------------------------------------
+def _row_of(example, **overrides):
+    from replica_core.sim.run import run_scenario
+    from replica_core.sim.scenario import examples_dir, load
+    from replica_core.sweep import row_metrics
+
+    summary, _series, _info = run_scenario(load(examples_dir() / f"{example}.toml", overrides))
+    return summary, row_metrics(summary)
+
+
+NEW_COLUMNS = ("duplicated_records", "reordered_records", "producer_epoch_bumps",
+               "lost_stale_replica_rejoined", "storage_torn_writes", "storage_torn_files",
+               "storage_torn_pages_kept", "storage_torn_pages_lost", "storage_bit_flips",
+               "storage_bit_flips_missed", "storage_fsyncs_lost", "storage_lost_fsync_windows",
+               "storage_slow_fsyncs", "storage_slow_fsync_ms", "recovery_bytes_truncated",
+               "recovery_logs_with_data_lost", "recovery_segments_deleted",
+               "recovery_indexes_rebuilt")
+
+
+def test_new_figures_are_typed_int_columns():
+    kinds = dict(ROW_METRICS)
+    for name in NEW_COLUMNS:
+        assert kinds.get(name) == "int", name
+
+
+def test_storage_fault_columns_come_from_a_power_outage():
+    # the shipped power-outage: three brokers lose power with torn writes, nothing flushed
+    summary, row = _row_of("power-outage")
+    assert row["storage_torn_writes"] == 3  # one torn write per power-failed broker
+    assert row["storage_torn_pages_lost"] > 0 and row["storage_torn_pages_kept"] > 0
+    assert row["recovery_bytes_truncated"] > 0
+    assert row["lost_power_failure"] > 0 and row["lost_stale_replica_rejoined"] == 0
+    assert row["storage_bit_flips"] == 0 and row["storage_fsyncs_lost"] == 0
+    for name in NEW_COLUMNS:
+        assert isinstance(row[name], int) and not isinstance(row[name], bool), name
+    sf = summary["storage_faults"]
+    assert (row["storage_torn_pages_lost"], row["recovery_bytes_truncated"]) == (
+        sf["torn_pages_lost"], sf["recovery"]["bytes_truncated"])
+
+
+def test_duplicated_records_column_counts_retries_without_idempotence():
+    _, off = _row_of("idempotence", **{"enable.idempotence": False})
+    _, on = _row_of("idempotence")
+    # each re-sent batch of the example holds 5 records, appended a second time without
+    # idempotence and answered with its first offsets with it
+    assert off["duplicated_records"] > 0 and off["duplicated_records"] % 5 == 0
+    assert off["duplicate_batches"] * 5 == off["duplicated_records"]
+    assert on["duplicated_records"] == 0 and on["duplicate_batches"] == 0
+
+
+def test_stale_replica_loss_cause_is_a_column():
+    _, off = _row_of("disk-replacement", **{"isr.broker.epochs": False})
+    _, on = _row_of("disk-replacement")
+    assert off["lost_stale_replica_rejoined"] > 0
+    assert off["lost_stale_replica_rejoined"] == off["lost_acked_records"]
+    assert on["lost_stale_replica_rejoined"] == 0 and on["lost_acked_records"] == 0
+
+
+def test_configurations_no_seed_tells_apart_are_said_once(tiny, tmp_path):
+    g, results = tiny
+    # hand-set: both configurations lose nothing and are unavailable exactly as long per seed
+    rows = [dict(r) for r in results]
+    by = {(r["config_id"], r["seed_index"]): r for r in rows}
+    for s in (0, 1):
+        by[1, s]["unavailable_partition_seconds"] = by[0, s]["unavailable_partition_seconds"]
+        by[1, s]["under_min_isr_partition_seconds"] = by[0, s]["under_min_isr_partition_seconds"]
+        for c in (0, 1):
+            by[c, s]["lost_acked_records"] = 0
+    write_summary(g, rows, tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    paired = md[md.index("## Paired comparisons"):]
+    assert "The two configurations lost as many acknowledged records" in paired
+    assert "| min ISR=1 | min ISR=2 |" not in paired  # no table of zeros
+    # both saw 0/2 runs losing: the seed advice is given once, for every configuration
+    assert md.count("to narrow P(loss) to ±0.05 you need") == 1
+    assert "- **every configuration**: to narrow P(loss)" in md
+    assert "(6 s)" in md  # each configuration: 2 runs of 3 simulated seconds
+    assert json.loads((tmp_path / "summary.json").read_text())["paired"]  # still in the json
+
+
+def test_points_on_the_same_spot_share_one_label(tiny, tmp_path):
+    g, results = tiny
+    rows = [dict(r) for r in results]
+    for r in rows:  # every configuration at the same means
+        r["unavailable_partition_seconds"] = 7.0
+        r["lost_acked_records"] = 0
+    write_summary(g, rows, tmp_path)
+    bold = re.findall(r'<text [^>]*font-weight="bold">([^<]*)</text>',
+                      (tmp_path / "tradeoff.svg").read_text())
+    assert bold == ["1, 2", "1", "2"]  # one label on the chart, both in the legend

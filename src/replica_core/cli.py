@@ -59,8 +59,12 @@ def _progress_bar(stream: TextIO) -> Callable[[float, float, int], None]:
 
 
 def _n(value: float, unit: str = "") -> str:
-    """A number for people: thousands separators, at most one decimal, a unit."""
-    text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    """A number for people: thousands separators, at most one decimal, a unit (a positive
+    value too small for one decimal is "< 0.1", never "0.0")."""
+    if 0 < float(value) < 0.05:
+        text = "< 0.1"
+    else:
+        text = f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
     return f"{text} {unit}".rstrip()
 
 
@@ -73,7 +77,8 @@ def _summary_table(summary: dict, run_info: dict) -> str:
     overrides = cfg.get("overrides") or {}
     acks = cfg.get("scenario", {}).get("workload", {}).get("acks", "all")
     by_cause = summary.get("unavailable_partition_seconds_by_cause", {})
-    causes = ", ".join(f"{k.replace('_', ' ')} {_n(v)}" for k, v in by_cause.items() if v)
+    causes = ", ".join(f"{k.replace('_', ' ').replace('isr', 'ISR')} {_n(v)}"
+                       for k, v in by_cause.items() if v)
     origins = summary.get("isr_changes_by_origin", {})
 
     def origin(name: str, way: str) -> int:
@@ -131,14 +136,15 @@ def _summary_table(summary: dict, run_info: dict) -> str:
             ("writable_after_s", "writable"), ("isr_full_after_s", "ISRs full"))
             if r.get(key) is not None]
         rows.append((f"  {r['at_s']:g} s {r['fault']}", ", ".join(steps) or "no effect seen"))
-    from replica_core.sim.report import storage_fault_lines
+    from replica_core.sim.report import feature_lines, storage_fault_lines
 
     rows += storage_fault_lines(summary)
+    rows += feature_lines(summary)
     rows += [("wall seconds", f"{run_info.get('wall_seconds')}"),
              ("speed vs real time", f"{run_info.get('speed_vs_real_time')}x")]
     lost = summary.get("lost_acked_records_by_cause", {})
     if any(lost.values()):
-        causes = ", ".join(f"{k} {v:,}" for k, v in lost.items() if v)
+        causes = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in lost.items() if v)
         rows.insert(7, ("  by cause", causes))
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows]

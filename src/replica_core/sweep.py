@@ -278,13 +278,24 @@ def config_labels(grid: Grid) -> dict[int, str]:
 
 
 LOSS_CAUSES = ("unclean_election", "power_failure", "acks_1", "high_watermark_truncation",
-               "unexplained")
+               "stale_replica_rejoined", "unexplained")
 UNAVAILABILITY_CAUSES = ("no_leader", "leader_down", "leader_unreachable", "leader_not_ready",
                          "under_min_isr")
+STORAGE_FAULT_COUNTS = ("torn_writes", "torn_files", "torn_pages_kept", "torn_pages_lost",
+                        "bit_flips", "bit_flips_missed", "fsyncs_lost", "lost_fsync_windows",
+                        "slow_fsyncs", "slow_fsync_ms")
+"""The injected storage faults of ``summary["storage_faults"]``, each a ``storage_<name>``
+column."""
+STORAGE_RECOVERY_COUNTS = ("bytes_truncated", "logs_with_data_lost", "segments_deleted",
+                           "indexes_rebuilt")
+"""What log recovery did about them (``storage_faults.recovery``): ``recovery_<name>``."""
 ROW_METRICS: tuple[tuple[str, str], ...] = (
     ("acked_records", "int"), ("lost_acked_records", "int"), ("any_loss", "int"),
     *((f"lost_{c}", "int") for c in LOSS_CAUSES),
     ("diverged_partitions", "int"), ("duplicate_batches", "int"), ("reordered_batches", "int"),
+    ("duplicated_records", "int"), ("reordered_records", "int"), ("producer_epoch_bumps", "int"),
+    *((f"storage_{c}", "int") for c in STORAGE_FAULT_COUNTS),
+    *((f"recovery_{c}", "int") for c in STORAGE_RECOVERY_COUNTS),
     ("unavailable_partition_seconds", "float"),
     *((f"unavailable_{c}_partition_seconds", "float") for c in UNAVAILABILITY_CAUSES),
     ("offline_partition_seconds", "float"), ("under_min_isr_partition_seconds", "float"),
@@ -343,6 +354,11 @@ def row_metrics(summary: Mapping[str, Any]) -> dict[str, Any]:
     }
     for c in LOSS_CAUSES:
         out[f"lost_{c}"] = int(lost.get(c, 0))
+    storage = summary.get("storage_faults") or {}
+    for c in STORAGE_FAULT_COUNTS:
+        out[f"storage_{c}"] = int(storage.get(c, 0))
+    for c in STORAGE_RECOVERY_COUNTS:
+        out[f"recovery_{c}"] = int((storage.get("recovery") or {}).get(c, 0))
     for c in UNAVAILABILITY_CAUSES:
         out[f"unavailable_{c}_partition_seconds"] = float(unavailable.get(c, 0.0))
     for key in ("produce_latency_ms", "replication_lag_records"):
@@ -512,6 +528,11 @@ METRIC_LABELS = {
     "lost_unclean_election": ("lost: unclean election", "records lost to unclean elections"),
     "lost_power_failure": ("lost: power failure", "records lost to power failures"),
     "lost_acks_1": ("lost: acks=1", "acks=1 records lost"),
+    "lost_stale_replica_rejoined": ("lost: stale replica rejoined",
+                                    "records lost to stale replicas rejoining the ISR"),
+    "duplicated_records": ("records read twice", "records a consumer reads twice"),
+    "reordered_records": ("records out of order", "records a consumer reads out of order"),
+    "producer_epoch_bumps": ("producer epoch bumps", "producer epoch bumps"),
     "unavailable_partition_seconds": ("unavailable partition-s",
                                       "partition-seconds producers could not write"),
     "offline_partition_seconds": ("offline partition-s", "partition-seconds offline"),
@@ -537,7 +558,8 @@ def metric_label(name: str, *, axis: bool = False) -> str:
 
 
 SUMMARY_COLUMNS = ("lost_acked_records", "lost_unclean_election", "lost_power_failure",
-                   "lost_acks_1", "unavailable_partition_seconds", "offline_partition_seconds",
+                   "lost_acks_1", "lost_stale_replica_rejoined", "duplicated_records",
+                   "unavailable_partition_seconds", "offline_partition_seconds",
                    "under_min_isr_partition_seconds", "produce_latency_ms_p99",
                    "isr_shrinks", "unclean_elections", "faults_injected")
 """The figures of ``summary.md`` unless the grid names its own ``columns``."""
@@ -598,6 +620,17 @@ def _fmt_signed(m: Mapping[str, Any]) -> str:
     return text
 
 
+def _sim_time(seconds: float) -> str:
+    """Simulated time in s, min or h, whichever reads best."""
+    from replica_core.sim.report import fmt_num
+
+    if seconds < 120:
+        return fmt_num(seconds, "s")
+    if seconds < 7200:
+        return fmt_num(seconds / 60.0, "min")
+    return fmt_num(seconds / 3600.0, "h")
+
+
 def risk_markdown(grid: Grid, table: Sequence[Mapping[str, Any]]) -> str:
     """The ``## Risk per configuration`` section of ``summary.md`` (empty without estimates)."""
     from replica_core.sim.report import fmt_num
@@ -621,7 +654,7 @@ def risk_markdown(grid: Grid, table: Sequence[Mapping[str, Any]]) -> str:
                  f"({size['runs']} runs)")
         need = r["seeds_needed"]
         lines.append("| " + " | ".join([
-            str(e["label"]), f"{r['runs']} ({fmt_num(r['sim_seconds'] / 3600.0, 'h')})",
+            str(e["label"]), f"{r['runs']} ({_sim_time(r['sim_seconds'])})",
             f"{p['runs_losing']}/{p['runs']} = {fmt_num(p['p'])} "
             f"[{fmt_num(p['wilson95'][0])}, {fmt_num(p['wilson95'][1])}]",
             _fmt_interval(r["lost_records_per_year"]), sizes,
@@ -639,8 +672,12 @@ def risk_markdown(grid: Grid, table: Sequence[Mapping[str, Any]]) -> str:
         if per:
             text += (f"; to narrow to ±{fmt_num(100 * rel)} % of the mean: "
                      + ", ".join(per) + " seeds")
-        needs.append(text + ".")
-    return ("\n## Risk per configuration\n\n" + "\n".join(lines) + "\n\n" + "\n".join(needs)
+        needs.append((str(e["label"]), text + "."))
+    advice = [t for _, t in needs]
+    rest = {t.split("**: ", 1)[1] for t in advice}
+    if len(advice) > 1 and len(rest) == 1:  # every configuration gets the same advice
+        advice = [f"- **every configuration**: {rest.pop()}"]
+    return ("\n## Risk per configuration\n\n" + "\n".join(lines) + "\n\n" + "\n".join(advice)
             + "\n\nPer-year figures are each run's totals over its simulated time (a year is "
             "8,760 h), averaged over the runs with a 95 % Student-t interval; they describe the "
             "fault rates of the grid (accelerated rates give accelerated years). Loss sizes are "
@@ -659,7 +696,24 @@ def paired_markdown(pairs: Sequence[Mapping[str, Any]], grid: Grid) -> str:
             "unavailable partition-s per run, A − B [95 %]", "seeds only A lost",
             "seeds only B lost", "both lost", "McNemar exact p"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def alike(q: Mapping[str, Any]) -> bool:  # no seed told the two apart
+        d = q["difference"]
+        return (not q["loss_runs"]["a_only"] and not q["loss_runs"]["b_only"]
+                and all(d[k]["mean"] == 0 and (not d[k].get("ci95") or d[k]["ci95"] == [0, 0])
+                        for k in ("lost_acked_records", "unavailable_partition_seconds")))
+
+    same = [q for q in pairs if alike(q)]
+    if same and len(same) == len(pairs):
+        return ("\n## Paired comparisons (same seeds, same faults)\n\n"
+                + ("The two configurations" if len(pairs) == 1 else
+                   f"All {len(pairs):,} pairs of configurations")
+                + " lost as many acknowledged records "
+                "and were unavailable as long on every seed: loss and unavailability do not "
+                "separate them.\n")
     for q in pairs:
+        if same and alike(q):
+            continue
         d = q["difference"]
         c = q["loss_runs"]
         lines.append("| " + " | ".join([
@@ -667,8 +721,10 @@ def paired_markdown(pairs: Sequence[Mapping[str, Any]], grid: Grid) -> str:
             _fmt_signed(d["lost_acked_records"]), _fmt_signed(d["unavailable_partition_seconds"]),
             str(c["a_only"]), str(c["b_only"]), str(c["both"]),
             fmt_num(c["mcnemar_exact_p"])]) + " |")
+    omitted = (f"\n\n{len(same):,} more pairs are left out: they lost as many records and "
+               "were unavailable as long on every seed." if same else "")
     return ("\n## Paired comparisons (same seeds, same faults)\n\n" + "\n".join(lines)
-            + "\n\nEvery configuration ran the same seeds, so each seed gives a pair of runs "
+            + omitted + "\n\nEvery configuration ran the same seeds, so each seed gives a pair of runs "
             "under the same fault schedule; the differences A − B are averaged over the pairs "
             "with a 95 % Student-t interval (an interval excluding 0 separates the two). The "
             "counts are the seeds where only A, only B, or both lost acknowledged records; "
@@ -729,9 +785,15 @@ def tradeoff_svg(table: Sequence[Mapping[str, Any]], *, seeds: int | None = None
     out.append(f'<text transform="translate(18,{(mt + h - mb) / 2:.0f}) rotate(-90)" '
                f'text-anchor="middle">{html.escape(metric_label(y, axis=True))}: mean{n}, 95 % '
                f'CI</text>')
+    # points drawn on the same spot share one label ("4, 7, 10") instead of overprinting
+    spots: dict[tuple[int, int], list[int]] = {}
+    for i, (_e, mx, my) in enumerate(pts):
+        key = (round(px(float(mx["mean"] or 0.0))), round(py(float(my["mean"] or 0.0))))
+        spots.setdefault(key, []).append(i)
     for i, (e, mx, my) in enumerate(pts):
         colour = PALETTE[i % len(PALETTE)]
         vx, vy = float(mx["mean"] or 0.0), float(my["mean"] or 0.0)
+        together = spots[(round(px(vx)), round(py(vy)))]
         if mx.get("ci95"):
             lo, up = max(mx["ci95"][0], 0.0), mx["ci95"][1]
             out.append(f'<line x1="{px(lo):.1f}" y1="{py(vy):.1f}" x2="{px(up):.1f}" '
@@ -746,8 +808,10 @@ def tradeoff_svg(table: Sequence[Mapping[str, Any]], *, seeds: int | None = None
                    f'<title>{number}: {label}: {html.escape(metric_label(x, axis=True))} '
                    f'{fmt_num(vx)}, {html.escape(metric_label(y, axis=True))} {fmt_num(vy)}'
                    f'</title></circle>')
-        out.append(f'<text x="{px(vx) + 7:.1f}" y="{py(vy) - 6:.1f}" fill="{colour}" '
-                   f'font-weight="bold">{number}</text>')
+        if i == together[0]:
+            shared = ", ".join(str(k + 1) for k in together)
+            out.append(f'<text x="{px(vx) + 7:.1f}" y="{py(vy) - 6:.1f}" fill="{colour}" '
+                       f'font-weight="bold">{shared}</text>')
         # the legend names every point: number, colour, configuration, the two means
         ly = mt + 8 + 34 * i
         lx = w - legend_w + 10

@@ -273,7 +273,8 @@ class ReplicaManager:
                           "FetchExpiresPerSec.consumer": 0,
                           "FetchRequestsPerSec.follower": 0, "FetchRequestsPerSec.consumer": 0,
                           "IncrementalFetches": 0, "FullFetches": 0, "SessionlessFetches": 0,
-                          "FetchSessionErrors": 0, "DelayedFetchCompletions.follower": 0,
+                          "FetchSessionErrors": 0, "StaleReplicaEpochFetches": 0,
+                          "DelayedFetchCompletions.follower": 0,
                           "DelayedFetchCompletions.consumer": 0}
         self._shut_down = False
         self.connections: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -697,6 +698,8 @@ class ReplicaManager:
         update = follower and not read_from_purgatory
         stale_epoch = (update and params.replica_epoch != -1
                        and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
+        if stale_epoch:  # KIP-903: a fetch of a previous incarnation moves nothing (ours)
+            self._counters["StaleReplicaEpochFetches"] += 1
         results: list[LogReadResult] = []
         upd_parts: list[Partition] = []
         upd_slots: list[int] = []

@@ -215,6 +215,7 @@ class FetcherThread:
             rm = fetcher.replica_manager
             leos = {p.tp: _leo(rm, p.tp) for p in arrived.partitions
                     if p.error_code == Errors.OFFSET_OUT_OF_RANGE}  # may truncate
+            self.broker.cluster.follower_out_of_range += len(leos)
         fetcher.do_work()
         broker = self.broker
         if arrived is not None and broker.rm is not None:
@@ -655,6 +656,7 @@ class SimBroker:
             return Errors.NONE
         error = rm.update_metadata(msg.broker_epoch, msg.broker_epochs, msg.alive)
         if error != Errors.NONE:
+            self.cluster.refused("UpdateMetadata", error.name)
             self.cluster.trace("refused", self.broker_id, "UpdateMetadata", error.name,
                                f"request epoch {msg.broker_epoch}", f"ours {rm.broker_epoch}")
         return error
@@ -668,6 +670,7 @@ class SimBroker:
         if error != Errors.NONE:
             # not registered yet, or meant for a previous process of this broker (KIP-380):
             # refused before any log is created (the ReplicaManager would refuse it too)
+            self.cluster.refused("LeaderAndIsr", error.name)
             self.cluster.trace("refused", self.broker_id, "LeaderAndIsr", error.name,
                                f"request epoch {req.broker_epoch}", f"ours {rm.broker_epoch}")
             respond(LeaderAndIsrResponse(error, {s.tp: error for s in req.partition_states}),
@@ -833,6 +836,7 @@ class SimBroker:
                 return
             deleted = self.lm.cleanup_logs()
             if deleted:
+                self.cluster.retention_segments_deleted += deleted
                 self.cluster.trace("retention", self.broker_id, deleted)
                 self._schedule_file_deletion()
             self.loop.call_later(self.lm.retention_check_interval_ms, run)

@@ -294,7 +294,7 @@ FETCH_METRICS = (
     "IncrementalFetches", "SessionlessFetches", "FetchSessionErrors",
     "IncrementalFetchSessionEvictionsPerSec", "DelayedFetchCompletions.follower",
     "FetchExpiresPerSec.follower", "DelayedFetchCompletions.consumer",
-    "FetchExpiresPerSec.consumer",
+    "FetchExpiresPerSec.consumer", "StaleReplicaEpochFetches",
 )
 """The fetch-path meters of Kafka's ReplicaManager / FetchManager a run reports (counts)."""
 
@@ -441,6 +441,7 @@ class ControllerNode:
         changed = []
         for r in results:
             if r.error_code != Errors.NONE:
+                self.cluster.refused("AlterPartition", Errors(r.error_code).name)
                 continue
             reg = ctrl.partitions[r.tp]
             pid = tp_ids[r.tp]
@@ -676,6 +677,12 @@ class Cluster:
         """Loop ms of each broker's disk replacements (for loss attribution)."""
         self.crashes = 0
         self.restarts = 0
+        self.requests_refused: dict[str, dict[str, int]] = {}
+        """Requests a broker or the controller refused, by API and Kafka error name (KIP-380's
+        fenced controller requests, KIP-903's INELIGIBLE_REPLICA, ...): what users are shown."""
+        self.retention_segments_deleted = 0
+        self.follower_out_of_range = 0
+        """Fetch answers a follower met with OFFSET_OUT_OF_RANGE (then reset its position)."""
         self.fault_log: list[tuple[int, str, str, tuple[int, ...]]] = []
         """Injected faults: (loop ms, description, kind, brokers involved)."""
         self.storage_faults = StorageFaults(self)
@@ -765,6 +772,11 @@ class Cluster:
             total["NumIncrementalFetchSessions"] = sessions
             out[b] = total
         return out
+
+    def refused(self, api: str, error: str) -> None:
+        """Count a request refused with ``error`` (a Kafka error name)."""
+        by_error = self.requests_refused.setdefault(api, {})
+        by_error[error] = by_error.get(error, 0) + 1
 
     def trace(self, kind: str, *args: Any) -> None:
         """Append an event to the invariant checker's trace (kept for violation reports)."""

@@ -271,7 +271,7 @@ def line_chart(title: str, t: Sequence[float], series: Mapping[str, Sequence[flo
         if not pts:
             continue
         zero = all(y == 0 for _, y in pts)
-        legend.append((f"{name}{' (0 throughout)' if zero else ''}", colour))
+        legend.append((f"{name}{' (0 at every sample)' if zero else ''}", colour))
         # sample and hold: a value holds from its sample until the next one
         coords = []
         for k, (x, y) in enumerate(pts):
@@ -311,8 +311,9 @@ def latency_cdf(title: str, latencies_ms: Sequence[float]) -> str:
         body.append(f'<line x1="{xx:.1f}" y1="{_MT}" x2="{xx:.1f}" y2="{_H - _MB}" '
                     f'stroke="{colour}" stroke-dasharray="4,3"/>')
         right = xx > _W - _MR - 90  # near the right edge: the label goes left of the line
+        # at the foot of the line, where a CDF right of its p50 (left of its p99) has no curve
         body.append(f'<text x="{xx + (-4 if right else 4):.1f}" '
-                    f'y="{_MT + 12 + (0 if q == 50 else 14)}" '
+                    f'y="{_H - _MB - 22 + (0 if q == 50 else 14)}" '
                     f'text-anchor="{"end" if right else "start"}" class="legend" '
                     f'fill="{colour}">p{q} {html.escape(fmt_ms(v))}</text>')
     body += _legend([(f"{n:,} acknowledged requests", PALETTE[0])])
@@ -326,16 +327,32 @@ def timeline_chart(title: str, end_s: float, periods: Sequence[tuple[float, floa
     """Swimlanes over simulated time: faults, leader elections (and unclean ones, and
     partitions left offline), acknowledged-record losses."""
     lanes = ("faults", "elections", "losses")
-    height = _MT + 34 * len(lanes) + _MB
-    f = _Frame(0.0, max(end_s, 1e-3), [0.0, float(len(lanes))], height=height)
+    # fault periods that would overlap (bar or label) go on rows of their own in the faults lane
+    scale = (_W - _ML - _MR) / max(end_s, 1e-3)
+    row_ends: list[float] = []
+    rows = []
+    for a, b, label, _kind in periods:
+        xa = _ML + a * scale
+        right = max(_ML + min(b, end_s) * scale, xa + 6 + 6.0 * len(label))
+        k = next((i for i, e in enumerate(row_ends) if e <= xa), len(row_ends))
+        if k == len(row_ends):
+            row_ends.append(right)
+        row_ends[k] = right
+        rows.append(k)
+    n_rows = max(1, len(row_ends))
+    fault_units = max(1.0, 0.65 * n_rows)
+    total = 2.0 + fault_units
+    height = int(round(_MT + 34 * total + _MB))
+    f = _Frame(0.0, max(end_s, 1e-3), [0.0, total], height=height)
     body = _axes(f, nice_ticks(0.0, f.x1, 8), "simulated time (s)", "",
                  lambda v: fmt_num(v), lambda v: "")
-    for i, lane in enumerate(lanes):
-        y = f.py(len(lanes) - i - 0.5)
+    for lane, centre in zip(lanes, (total - fault_units / 2, 1.5, 0.5), strict=True):
+        y = f.py(centre)
         body.append(f'<text x="{_ML - 6}" y="{y + 4:.1f}" text-anchor="end" class="tick">'
                     f'{lane}</text>')
-    y = f.py(2.5)
-    for a, b, label, kind in periods:
+    row_units = fault_units / n_rows
+    for (a, b, label, kind), k in zip(periods, rows, strict=True):
+        y = f.py(total - (k + 0.5) * row_units)
         xa, xb = f.px(a), f.px(min(b, f.x1))
         fill = _BAND_FILL.get(kind, "#999999")
         body.append(f'<rect x="{xa:.1f}" y="{y - 9:.1f}" width="{max(xb - xa, 2):.1f}" '
@@ -343,6 +360,7 @@ def timeline_chart(title: str, end_s: float, periods: Sequence[tuple[float, floa
                     f'{fmt_num(a)}–{fmt_num(b)} s</title></rect>')
         body.append(f'<text x="{xa + 3:.1f}" y="{y + 4:.1f}" class="bandlabel">'
                     f'{html.escape(label)}</text>')
+    y = f.py(total - fault_units / 2)
     for t, label in moments:
         body.append(f'<circle cx="{f.px(t):.1f}" cy="{y:.1f}" r="4" fill="#555">'
                     f'<title>{html.escape(label)} at {fmt_num(t)} s</title></circle>')
@@ -449,7 +467,8 @@ def _scenario_html(summary: Mapping[str, Any]) -> str:
     wl = sc.get("workload") or {}
     rows = [["brokers", fmt_num(summary.get("brokers"))],
             ["topics", ", ".join(
-                f"{_e(n)}: {fmt_num(t['partitions'])} partitions × RF {t['replication_factor']}, "
+                f"{_e(n)}: {fmt_num(t['partitions'])} "
+                f"partition{'s' if t['partitions'] != 1 else ''} × RF {t['replication_factor']}, "
                 f"min.insync.replicas {t['min.insync.replicas']}"
                 + (f" (effective {t['effective_min_isr']})"
                    if t['effective_min_isr'] != t['min.insync.replicas'] else "")
@@ -478,8 +497,8 @@ def _figures_html(summary: Mapping[str, Any]) -> str:
     lag = summary.get("replication_lag_records") or {}
     errors = summary.get("producer_errors") or {}
     by_cause = summary.get("unavailable_partition_seconds_by_cause") or {}
-    cause_text = ", ".join(f"{k.replace('_', ' ')} {fmt_num(v)}" for k, v in by_cause.items()
-                           if v) or "none"
+    cause_text = ", ".join(f"{k.replace('_', ' ').replace('isr', 'ISR')} {fmt_num(v)}"
+                           for k, v in by_cause.items() if v) or "none"
     lost = summary.get("lost_acked_records", 0)
     cards = [
         _card("unavailable to producers", fmt_num(summary.get("unavailable_partition_seconds"),
@@ -553,11 +572,123 @@ def storage_fault_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
     return lines
 
 
+_LONG_MAX = 2**63 - 1
+"""Kafka's Long.MAX_VALUE: ``flush.messages`` / ``flush.ms`` default, "never"."""
+
+_REFUSAL_MEANING = {
+    ("LeaderAndIsr", "BROKER_NOT_AVAILABLE"): "not registered yet, KIP-380",
+    ("UpdateMetadata", "BROKER_NOT_AVAILABLE"): "not registered yet, KIP-380",
+    ("LeaderAndIsr", "STALE_BROKER_EPOCH"): "meant for a previous process, KIP-380",
+    ("UpdateMetadata", "STALE_BROKER_EPOCH"): "meant for a previous process, KIP-380",
+    ("AlterPartition", "INELIGIBLE_REPLICA"): "joining replica not eligible, KIP-903",
+    ("Fetch", "stale replica epoch"): "a previous incarnation's fetch moved nothing, KIP-903",
+}
+
+
+def _count(n: int, what: str, plural: str = "") -> str:
+    return f"{n:,} {what if n == 1 else (plural or what + 's')}"
+
+
+def feature_lines(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What decided a run's outcome beyond replication itself, as (label, text) lines for the
+    console and the report, each shown when the run uses or sets it: the producer's
+    idempotence and epoch bumps; the log flush policy (with power failures or storage faults);
+    eligible leader replicas (KIP-966, shown when enabled or set); broker-epoch fencing
+    (KIP-380, KIP-903: switched off, or requests refused); retention; rack placement."""
+    cfg = summary.get("config") or {}
+    kafka = cfg.get("kafka") or {}
+    scenario = cfg.get("scenario") or {}
+    cluster = scenario.get("cluster") or {}
+    broker = kafka.get("broker") or {}
+    producer = kafka.get("producer") or {}
+    log = kafka.get("log") or {}
+    rows: list[tuple[str, str]] = []
+    if producer:
+        idem = str(producer.get("enable.idempotence", True)).lower() == "true"
+        rows.append(("idempotent producer", (
+            f"{'on' if idem else 'off'} (enable.idempotence={str(idem).lower()}, "
+            "max.in.flight.requests.per.connection "
+            f"{producer.get('max.in.flight.requests.per.connection', '?')}); "
+            + _count(int(summary.get("producer_epoch_bumps", 0)), "producer epoch bump"))))
+    power = any(str(f.get("mode")) == "power" for f in scenario.get("faults") or [])
+    sf = summary.get("storage_faults") or {}
+    if power or any(v for k, v in sf.items() if k != "recovery"):
+        def setting(key: str) -> int:
+            try:
+                return int(log.get(key, _LONG_MAX))
+            except (TypeError, ValueError):
+                return _LONG_MAX
+
+        messages, ms = setting("flush.messages"), setting("flush.ms")
+        rows.append(("log flush (fsync)", (
+            "flush.messages " + ("never" if messages == _LONG_MAX else f"{messages:,}")
+            + ", flush.ms " + ("never" if ms == _LONG_MAX else f"{ms:,} ms")
+            + ("; Kafka's default: no fsync on the produce path, a power failure keeps only "
+               "what the OS had written back" if messages == ms == _LONG_MAX else ""))))
+    elr = summary.get("elr")
+    if elr is not None:
+        rows.append(("eligible leader replicas", (
+            "on (KIP-966): "
+            + _count(int(elr.get("elections", 0)), "leader") + " elected from the ELR, "
+            + _count(int(elr.get("unclean_shutdowns", 0)), "unclean shutdown")
+            + " removed a broker from an ISR or ELR")))
+    elif "eligible.leader.replicas.enable" in (scenario.get("configs") or {}):
+        rows.append(("eligible leader replicas",
+                     "off (eligible.leader.replicas.enable=false): a last ISR member back "
+                     "from an unclean shutdown can be elected again"))
+    fencing = []
+    if not cluster.get("detect_bounces", True):
+        fencing.append("KIP-380 off (cluster.detect_bounces=false): a restarted broker acts "
+                       "on requests meant for its previous process")
+    if str(broker.get("isr.broker.epochs", True)).lower() == "false":
+        fencing.append("KIP-903 off (isr.broker.epochs=false): fetches and ISR changes carry "
+                       "no broker epoch")
+    refused = summary.get("requests_refused") or {}
+    if refused:
+        fencing.append("refused " + ", ".join(
+            f"{api} {err} {n:,}"
+            + (f" ({_REFUSAL_MEANING[api, err]})" if (api, err) in _REFUSAL_MEANING else "")
+            for api, errs in refused.items() for err, n in errs.items()))
+    if fencing:
+        rows.append(("broker epochs", "; ".join(fencing)))
+    ret = summary.get("retention")
+    if ret:
+        rows.append(("retention", (
+            _count(int(ret.get("segments_deleted", 0)), "segment") + " deleted; "
+            + _count(int(ret.get("follower_fetches_out_of_range", 0)), "follower fetch",
+                     "follower fetches")
+            + " answered OFFSET_OUT_OF_RANGE (the follower restarts at the leader's log "
+            "start)")))
+    placement = summary.get("rack_placement")
+    if placement is not None:
+        racks = cluster.get("racks")
+        pairs = (list(enumerate(racks, 1)) if isinstance(racks, list)
+                 else [(int(b), r) for b, r in (racks or {}).items()])
+        by_rack: dict[str, list[str]] = {}
+        for b, r in sorted(pairs):
+            by_rack.setdefault(str(r), []).append(str(b))
+        spans = placement.get("partitions_by_racks_spanned") or {}
+        total = sum(spans.values())
+        rows.append(("racks (brokers)", "; ".join(
+            f"{r}: {', '.join(bs)}" for r, bs in sorted(by_rack.items()))
+            + "; replicas span " + ", ".join(
+                f"{_count(int(n), 'rack')} in {c:,}/{total:,} partitions"
+                for n, c in sorted(spans.items(), key=lambda kv: -int(kv[0])))))
+    return rows
+
+
+def _features_html(summary: Mapping[str, Any]) -> str:
+    lines = feature_lines(summary)
+    if not lines:
+        return "<p>Nothing beyond the defaults above.</p>"
+    return _table(["feature", "in this run"], [[_e(k), _e(v)] for k, v in lines])
+
+
 def _storage_html(summary: Mapping[str, Any]) -> str:
     lines = storage_fault_lines(summary)
     if not lines:
         return ""
-    return _table(["storage", ""], [[_e(k), _e(v)] for k, v in lines])
+    return _table(["storage", "what happened"], [[_e(k), _e(v)] for k, v in lines])
 
 
 def _unavailability_html(summary: Mapping[str, Any]) -> str:
@@ -593,6 +724,12 @@ def _losses_html(summary: Mapping[str, Any]) -> str:
     events = summary.get("loss_events") or []
     if not events:
         return "<p>No acknowledged record was lost.</p>"
+    def order(ev: Mapping[str, Any]) -> tuple[Any, ...]:  # events-2 before events-10
+        topic, _, part = str(ev["tp"]).rpartition("-")
+        return (ev["found_s"], topic, int(part) if part.isdigit() else -1, str(ev["tp"]),
+                ev["first_offset"])
+
+    events = sorted(events, key=order)
     rows = [[fmt_num(ev["found_s"], "s"), _e(ev["tp"]),
              f"{ev['first_offset']:,}–{ev['last_offset']:,}", fmt_num(ev["records"]),
              _e(ev["acks"]), _e(str(ev["cause"]).replace("_", " ")),
@@ -693,6 +830,8 @@ def render_html(summary: Mapping[str, Any], timeseries: Mapping[str, Sequence[An
         f"<h2 id='verdict'>Verdict</h2>{_verdict_html(summary)}"
         f"<h2 id='scenario'>Scenario</h2>{_scenario_html(summary)}"
         f"<h2 id='what-clients-saw'>What clients saw</h2>{_figures_html(summary)}"
+        f"<h2 id='features'>Producer, flush, fencing, retention, racks</h2>"
+        f"{_features_html(summary)}"
         f"<h2 id='faults-and-recovery'>Faults and recovery</h2>{_recovery_html(summary)}"
         f"<h2 id='over-time'>Over time</h2>{''.join(charts)}"
         f"<h2 id='unavailability-by-cause'>Unavailability by cause</h2>{_unavailability_html(summary)}"

@@ -326,6 +326,7 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
         "storage_faults": cluster.storage_faults.summary(),
         **workload.stats(),
     }
+    counts.update(_scenario_figures(cluster, counts["fetch_per_broker"]))
     cluster_wide = {"brokers": len(cluster.brokers), "crashes": cluster.crashes,
                     "restarts": cluster.restarts, "faults_injected": faults.applied}
     lags = np.concatenate(sampler.lag_samples) if sampler.lag_samples else np.zeros(0, np.int64)
@@ -347,6 +348,40 @@ def _parts(cluster: Cluster, start: int, workload: Workload, faults: FaultInject
     return RunParts(counts, cluster_wide, list(workload.producer.latencies_ms), lags,
                     {k: list(v) for k, v in sampler.series.items()}, timeline,
                     leadership, losses, recoveries)
+
+
+def _scenario_figures(cluster: Cluster, fetch_per_broker: Mapping[str, Mapping[str, int]]
+                      ) -> dict[str, Any]:
+    """Figures of the features a scenario may be about, each present only when it applies (so
+    a run that uses none of them keeps its summary): ``requests_refused`` (by API and Kafka
+    error: KIP-380's fenced controller requests, KIP-903's INELIGIBLE_REPLICA and follower
+    fetches of a previous broker incarnation), ``elr`` (with
+    eligible.leader.replicas.enable: leaders elected from the ELR, unclean shutdowns that
+    removed a broker from an ISR or ELR), ``retention`` (segments deleted, follower fetches
+    answered OFFSET_OUT_OF_RANGE) and ``rack_placement`` (with racks: partitions by the number
+    of racks their replicas span)."""
+    out: dict[str, Any] = {}
+    refused = {api: dict(sorted(errors.items())) for api, errors
+               in sorted(cluster.requests_refused.items())}
+    stale = sum(int(m.get("StaleReplicaEpochFetches", 0)) for m in fetch_per_broker.values())
+    if stale:  # KIP-903: answered NOT_LEADER_OR_FOLLOWER, the follower's position untouched
+        refused["Fetch"] = {"stale replica epoch": stale}
+    if refused:
+        out["requests_refused"] = refused
+    ctrl = cluster.controller
+    if ctrl.elr_enabled:
+        out["elr"] = {"elections": ctrl.stats.elr_elections,
+                      "unclean_shutdowns": ctrl.stats.unclean_shutdowns}
+    if cluster.retention_segments_deleted or cluster.follower_out_of_range:
+        out["retention"] = {"segments_deleted": cluster.retention_segments_deleted,
+                            "follower_fetches_out_of_range": cluster.follower_out_of_range}
+    if cluster.racks:
+        spans: dict[str, int] = {}
+        for reg in ctrl.partitions.values():
+            n = str(len({cluster.racks.get(b) for b in reg.replicas}))
+            spans[n] = spans.get(n, 0) + 1
+        out["rack_placement"] = {"partitions_by_racks_spanned": dict(sorted(spans.items()))}
+    return out
 
 
 def _add(a: Any, b: Any) -> Any:
