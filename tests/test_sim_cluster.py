@@ -170,6 +170,26 @@ def test_controlled_shutdown_moves_leadership_first():
     assert c.partition_state("t", 0).isr == (1, 2, 3)
 
 
+def test_a_broker_in_controlled_shutdown_is_not_isr_eligible_on_the_leaders():
+    """KIP-841 (Kafka's isReplicaIsrEligible): once the controller has a broker in controlled
+    shutdown, the metadata it sends marks that broker ineligible, so leaders stop proposing it
+    back into their ISRs while it is still fetching; it is eligible again after it restarts
+    and registers."""
+    c = cluster()
+    produce(c, [b"a"])
+    c.advance(600)
+    c.shutdown(1, delay_ms=2000)
+    c.advance(50)                                    # the metadata has reached the others
+    for b in (2, 3):
+        assert c.brokers[b].rm.eligible_replicas([1, 2, 3]) == [2, 3]
+    c.advance(3000)
+    c.restart(1)
+    c.advance(3000)
+    for b in (2, 3):
+        assert c.brokers[b].rm.eligible_replicas([1, 2, 3]) == [1, 2, 3]
+    assert c.partition_state("t", 0).isr == (1, 2, 3)
+
+
 def test_views_and_logs():
     c = cluster()
     produce(c, [b"a"])

@@ -140,6 +140,7 @@ class MetadataUpdate:
 
     broker_epochs: tuple[tuple[int, int], ...]
     alive: tuple[int, ...]
+    """The ISR-eligible brokers: alive (unfenced) and not in controlled shutdown (KIP-841)."""
     broker_epoch: int = -1
 
 

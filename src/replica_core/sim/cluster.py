@@ -497,8 +497,11 @@ class ControllerNode:
         ctrl = self.controller
         epochs = tuple(sorted((b, r.epoch) for b, r in ctrl.brokers.items()))
         alive = tuple(sorted(b for b, r in ctrl.brokers.items() if r.alive))
+        # ISR-eligible: registered, unfenced and not in controlled shutdown (KIP-841: a leader
+        # does not propose a broker that is shutting down back into the ISR)
+        eligible = tuple(b for b in alive if not ctrl.brokers[b].shutting_down)
         for b in alive:
-            self.enqueue(b, MetadataUpdate(epochs, alive, ctrl.brokers[b].epoch))
+            self.enqueue(b, MetadataUpdate(epochs, eligible, ctrl.brokers[b].epoch))
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, *,
                      assignment: Sequence[Sequence[int]] | None, unclean: bool,
