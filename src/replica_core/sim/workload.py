@@ -15,7 +15,11 @@ already has the batch answers with its original offsets instead of writing it tw
 ``TransactionManager``, a retried batch is sent only when its partition has nothing else in flight
 (retries go out one at a time, in sequence order), ``OUT_OF_ORDER_SEQUENCE_NUMBER`` is retried
 while an earlier batch of the partition is unresolved, and a batch that fails for good bumps the
-producer epoch, after which every partition's sequences restart at 0 (KIP-360).
+producer epoch, after which every partition's sequences restart at 0 (KIP-360) — but only once
+no batch sent under the old epoch is still in flight or waiting to be retried (Kafka bumps only
+without in-flight batches), and no new batch goes out meanwhile: a batch whose first attempt may
+already be in the log is never re-sent under a new epoch, where the leader could not tell it
+from a new one.
 
 Every acknowledged batch goes to the invariant checker's ledger as (partition, offset range,
 digest of its records, acks, ISR size at the time), which is how durability is checked.
@@ -138,6 +142,8 @@ class Producer:
         self.producer_id, self.producer_epoch = (cluster.init_producer_id() if self.idempotent
                                                  else (-1, -1))
         self.epoch_bumps = 0
+        self._bump_wanted = False
+        """A batch failed for good: bump the epoch once nothing of the old one is unresolved."""
         self._queues: dict[int, _PartitionQueue] = {}
 
     # ---- metadata ------------------------------------------------------------------------------
@@ -203,6 +209,9 @@ class Producer:
         ``delivery.timeout.ms`` expire in the queue."""
         if q.draining:
             return
+        if self._bump_wanted and self._old_epoch_settled():
+            self._bump_epoch()
+            return
         q.draining = True
         try:
             now = self.loop.now
@@ -220,6 +229,8 @@ class Producer:
                     break
                 if self.idempotent and b.handle.attempts > 0 and q.in_flight > 0:
                     break  # a retry goes out alone, in sequence order
+                if self._bump_wanted and b.handle.attempts == 0:
+                    break  # nothing new until the epoch is bumped
                 q.pending.popleft()
                 if self.idempotent and b.epoch != self.producer_epoch:
                     self._stamp(q, b)
@@ -264,11 +275,24 @@ class Producer:
         return q is not None and any(e == batch.epoch and s < batch.seq
                                      for e, s in q.unresolved)
 
+    def _old_epoch_settled(self) -> bool:
+        """No batch sent under the current epoch is in flight or waiting for its retry (its
+        earlier attempt may be in the log: re-sent under a new epoch, the leader could not tell
+        it from a new batch)."""
+        epoch = self.producer_epoch
+        return all(q.in_flight == 0 and not any(b.epoch == epoch and b.handle.attempts > 0
+                                                for b in q.pending)
+                   for q in self._queues.values())
+
     def _bump_epoch(self) -> None:
-        """A batch failed for good: a new epoch, every partition's sequences from 0 (KIP-360:
-        ``bumpIdempotentEpochAndResetIdIfNeeded``)."""
+        """A new epoch, every partition's sequences from 0 (KIP-360:
+        ``bumpIdempotentEpochAndResetIdIfNeeded``), then every partition may send again."""
         self.producer_epoch += 1
         self.epoch_bumps += 1
+        self._bump_wanted = False
+        for q in list(self._queues.values()):
+            if q.pending:
+                self._drain(q)
 
     def _attempt(self, batch: _Batch) -> None:
         handle = batch.handle
@@ -355,7 +379,7 @@ class Producer:
             if batch.epoch >= 0:
                 q.unresolved.discard((batch.epoch, batch.seq))
                 if error is not None and batch.epoch == self.producer_epoch:
-                    self._bump_epoch()
+                    self._bump_wanted = True
         if batch.on_done is not None:
             batch.on_done(handle)
         if self.max_in_flight is not None:
