@@ -185,6 +185,13 @@ class FakeLoop:
     elapsed_ms = 1_000
 
 
+class NoStorageFaults:
+    """No storage fault is injected into the fakes: none explains anything."""
+
+    def explains(self, broker_id, tp) -> bool:
+        return False
+
+
 class FakeCluster:
     def __init__(self, n_brokers: int) -> None:
         self.seed = 99
@@ -197,6 +204,8 @@ class FakeCluster:
         self.power_failures: dict = {}
         self.truncation = "leader_epoch"
         self.traced: list[tuple] = []
+        self.disk_replacements: dict[int, tuple[int, ...]] = {}  # no disk is replaced here
+        self.storage_faults = NoStorageFaults()
 
     def leader_and_isr(self, tp):
         reg = self.regs.get(tp)

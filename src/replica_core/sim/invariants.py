@@ -590,7 +590,7 @@ class InvariantChecker:
         if cluster.truncation == "high_watermark" and self._hw_truncation_explains(
                 tp, entry, leader):
             return "high_watermark_truncation"
-        replaced = getattr(cluster, "disk_replacements", {}).get(leader, ())
+        replaced = cluster.disk_replacements.get(leader, ())
         if any(t >= ack_ms for t in replaced) and not cluster.replica_config.isr_broker_epochs:
             # KIP-903 off: the leader lacking it lost its disk after the ack and got back into
             # the ISR on a fetch from its previous incarnation
@@ -748,8 +748,7 @@ class InvariantChecker:
 
     def _storage_explains(self, broker_id: int, tp: TopicPartition) -> bool:
         """An injected storage fault (sim/storage_faults.py) can explain a bad log here."""
-        faults = getattr(self.cluster, "storage_faults", None)
-        return faults is not None and faults.explains(broker_id, tp)
+        return self.cluster.storage_faults.explains(broker_id, tp)
 
     def _divergence_explained(self, tp: TopicPartition, leader: int, follower: int
                               ) -> str | None:

@@ -86,8 +86,8 @@ def fault_params(f: Any, topics: Mapping[str, int] | None = None) -> tuple[tuple
     ``(key, value)`` pairs; ``topics`` maps topic names to partition counts when known."""
     where = f"fault {f.kind} at {f.at_s:g}s"
     out: dict[str, Any] = {}
-    torn = torn_model(getattr(f, "torn_write", None), where)
-    flips = getattr(f, "bit_flips", None)
+    torn = torn_model(f.torn_write, where)
+    flips = f.bit_flips
     if torn is not None or flips is not None:
         if f.kind != "crash" or f.mode != "power":
             raise InvalidConfigurationError(
@@ -100,7 +100,8 @@ def fault_params(f: Any, topics: Mapping[str, int] | None = None) -> tuple[tuple
                 f"{where}: bit_flips must be a non-negative integer, got {flips!r}")
         if flips:
             out["bit_flips"] = flips
-    target = {k: getattr(f, k, None) for k in ("topic", "partition", "segment", "file", "bit")}
+    target = {"topic": f.topic, "partition": f.partition, "segment": f.segment, "file": f.file,
+              "bit": f.bit}
     if any(v is not None for v in target.values()):
         if f.kind != "bit_flip":
             raise InvalidConfigurationError(
