@@ -231,10 +231,13 @@ def test_risk_grid_answers_its_question():
 
     g = load_grid(examples_dir() / "grids" / "risk-az.toml")
     assert len(g.description) > 200 and g.seeds >= 20
-    assert set(g.axes) == {"flush.messages"} and g.n_configs == 2
+    assert set(g.axes) == {"flush.messages", "eligible.leader.replicas.enable"}
+    assert g.n_configs == 4
     s = g.rows()[0].scenario()
-    assert s.fault_rates["broker_mtbf_hours"] > 0 and s.fault_rates["power_losses_per_year"] > 0
+    assert s.fault_rates["broker_mtbf_hours"] > 0 and s.fault_rates["rack_mtbf_hours"] > 0
+    assert s.fault_rates["rack_power_losses_per_year"] > 0
     assert s.fault_rates["repair_time"]["distribution"] == "lognormal"
+    assert sorted(s.cluster["racks"]) == ["a", "b", "c"]
     assert s.acks == -1 and s.configs["min.insync.replicas"] == 2
     assert [t.replication_factor for t in s.topics] == [3]
 

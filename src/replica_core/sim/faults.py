@@ -60,6 +60,25 @@ The same rates as a reliability planner states them (:data:`PLANNER_KEYS`)::
                                       # together after one draw of repair_time
                                       # (exponential with mean_downtime_s without it)
 
+Per rack, in the same units (need ``cluster.racks``; see :func:`plan_rack_outages`)::
+
+    rack_mtbf_hours = 8760            # mean time between whole-zone outages of one rack (its
+                                      # mean uptime from a repair to the next outage); instead
+                                      # of rack_outages_per_hour; the share
+                                      # rack_power_failure_fraction of them are power failures
+    rack_power_losses_per_year = 1    # one rack's power goes: every broker in it loses power
+                                      # at once (only flushed bytes survive)
+    rack_repair_time = { distribution = "lognormal", median_s = 3600, sigma = 1.0 }
+                                      # how long a rack stays down after either; without it
+                                      # one draw of repair_time, or else exponential with
+                                      # mean_rack_outage_s
+
+These are drawn after every other random fault (each rack in sorted order: its outages, then
+its power losses), so a schedule without them is the one the other keys alone give. A broker
+is down over the union of its own crash windows and its rack's outages (as with
+``power_losses_per_year``): one crash (``power`` when any merged window was a power failure)
+and one restart per merged span.
+
 A year is 8,760 hours. A broker that a power loss finds already down is kept down until the
 later of its own repair and the power's return, and counts as power-failed (its page cache
 is gone either way). Without the planner keys the draws are exactly those of the per-hour
@@ -102,6 +121,8 @@ RACK_RATE_KEYS = {
 RATE_KEYS.update(RACK_RATE_KEYS)
 PLANNER_KEYS = ("broker_mtbf_hours", "repair_time", "power_losses_per_year")
 """Rate keys in a planner's units (see the module docstring); absent by default."""
+RACK_PLANNER_KEYS = ("rack_mtbf_hours", "rack_power_losses_per_year", "rack_repair_time")
+"""Per-rack rate keys in a planner's units (see the module docstring); absent by default."""
 HOURS_PER_YEAR = 8760.0
 REPAIR_DISTRIBUTIONS = {"exponential": ("mean_s",), "lognormal": ("median_s", "sigma"),
                         "fixed": ("value_s",)}
@@ -146,27 +167,28 @@ class PlannedFault:
         return " ".join(parts)
 
 
-def validate_repair_time(spec: Any) -> dict[str, Any]:
-    """``repair_time`` as a normalised table (``distribution`` and its parameters as floats);
-    a bad distribution, a missing, unknown or non-positive parameter raises."""
+def validate_repair_time(spec: Any, key: str = "repair_time") -> dict[str, Any]:
+    """``repair_time`` (or ``key``, e.g. ``rack_repair_time``) as a normalised table
+    (``distribution`` and its parameters as floats); a bad distribution, a missing, unknown or
+    non-positive parameter raises."""
     if not isinstance(spec, Mapping):
         raise InvalidConfigurationError(
-            f"fault_rates.repair_time must be a table such as {{ distribution = \"exponential\", "
+            f"fault_rates.{key} must be a table such as {{ distribution = \"exponential\", "
             f"mean_s = 600 }}, got {spec!r}")
     dist = spec.get("distribution")
     if dist not in REPAIR_DISTRIBUTIONS:
         raise InvalidConfigurationError(
-            f"fault_rates.repair_time.distribution must be one of "
+            f"fault_rates.{key}.distribution must be one of "
             f"{sorted(REPAIR_DISTRIBUTIONS)}, got {dist!r}")
     params = REPAIR_DISTRIBUTIONS[dist]
     unknown = set(spec) - {"distribution", *params}
     if unknown:
         raise InvalidConfigurationError(
-            f"fault_rates.repair_time: {dist} takes {list(params)}, not {sorted(unknown)}")
+            f"fault_rates.{key}: {dist} takes {list(params)}, not {sorted(unknown)}")
     out: dict[str, Any] = {"distribution": dist}
     for name in params:
         if name not in spec:
-            raise InvalidConfigurationError(f"fault_rates.repair_time: {dist} needs {name}")
+            raise InvalidConfigurationError(f"fault_rates.{key}: {dist} needs {name}")
         value = spec[name]
         try:
             number = float(value)
@@ -174,7 +196,7 @@ def validate_repair_time(spec: Any) -> dict[str, Any]:
             number = float("nan")
         if isinstance(value, bool) or not number > 0 or number == float("inf"):
             raise InvalidConfigurationError(
-                f"fault_rates.repair_time.{name} must be a positive number, got {value!r}")
+                f"fault_rates.{key}.{name} must be a positive number, got {value!r}")
         out[name] = number
     return out
 
@@ -195,20 +217,21 @@ def validate_rates(rates: Mapping[str, Any]) -> dict[str, Any]:
     """The fault rates with defaults filled in (numbers as floats; ``repair_time``, when
     given, as a normalised table); unknown keys, negative values or a crash rate given both
     per hour and as an MTBF raise."""
-    unknown = set(rates) - set(RATE_KEYS) - set(PLANNER_KEYS)
+    unknown = set(rates) - set(RATE_KEYS) - set(PLANNER_KEYS) - set(RACK_PLANNER_KEYS)
     if unknown:
         raise InvalidConfigurationError(f"unknown fault_rates keys: {sorted(unknown)}")
     out: dict[str, Any] = dict(RATE_KEYS)
     for key, value in rates.items():
-        if key == "repair_time":
-            out[key] = validate_repair_time(value)
+        if key in ("repair_time", "rack_repair_time"):
+            out[key] = validate_repair_time(value, key)
             continue
         try:
             out[key] = float(value)
         except (TypeError, ValueError):
             raise InvalidConfigurationError(f"fault_rates.{key}: not a number: {value!r}") from None
         if out[key] < 0:
-            raise InvalidConfigurationError(f"fault_rates.{key} must not be negative")
+            raise InvalidConfigurationError(
+                f"fault_rates.{key} must not be negative, got {value!r}")
     if out["power_failure_fraction"] > 1:
         raise InvalidConfigurationError("fault_rates.power_failure_fraction must be at most 1")
     validate_storage_rates(out)
@@ -221,13 +244,26 @@ def validate_rates(rates: Mapping[str, Any]) -> dict[str, Any]:
         if out["broker_mtbf_hours"] <= 0:
             raise InvalidConfigurationError(
                 f"fault_rates.broker_mtbf_hours must be positive, got {rates['broker_mtbf_hours']!r}")
+    if "rack_mtbf_hours" in out:
+        if "rack_outages_per_hour" in rates:
+            raise InvalidConfigurationError(
+                "fault_rates: give rack_mtbf_hours or rack_outages_per_hour, not both")
+        if not out["rack_mtbf_hours"] > 0:
+            raise InvalidConfigurationError(
+                f"fault_rates.rack_mtbf_hours must be positive, got {rates['rack_mtbf_hours']!r}")
+    for key in ("power_losses_per_year", "rack_power_losses_per_year"):
+        if key in out and not out[key] < float("inf"):  # infinite or NaN: no schedule
+            raise InvalidConfigurationError(
+                f"fault_rates.{key} must be a finite number, got {rates[key]!r}")
     return out
 
 
 def _windows(rng: np.random.Generator, per_hour: float, mean_s: float,
-             duration_ms: int) -> list[tuple[float, float]]:
-    """Fault windows as a Poisson process of starts, exponential lengths (at least 1 ms), one
-    window ending before the next starts; nothing is drawn when ``per_hour`` is 0."""
+             duration_ms: int, lengths: Mapping[str, Any] | None = None
+             ) -> list[tuple[float, float]]:
+    """Fault windows as a Poisson process of starts, exponential lengths (at least 1 ms; one
+    draw of the repair-time table ``lengths`` instead when given), one window ending before the
+    next starts; nothing is drawn when ``per_hour`` is 0."""
     spans: list[tuple[float, float]] = []
     if per_hour <= 0:
         return spans
@@ -237,7 +273,10 @@ def _windows(rng: np.random.Generator, per_hour: float, mean_s: float,
         t += float(rng.exponential(gap_ms))
         if t >= duration_ms:
             return spans
-        length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
+        if lengths is not None:
+            length = draw_repair_ms(lengths, rng)
+        else:
+            length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
         spans.append((t, t + length))
         t += length
 
@@ -279,6 +318,100 @@ def plan_rack_faults(rates: Mapping[str, Any], racks: Mapping[int, str], duratio
     return out
 
 
+def plan_rack_outages(rates: Mapping[str, Any], racks: Mapping[int, str], duration_ms: int,
+                      rng: np.random.Generator) -> dict[str, list[tuple[float, float, str]]]:
+    """Draw the whole-rack outages of the per-rack planner keys (``rack_mtbf_hours``,
+    ``rack_power_losses_per_year``) from ``rng``: for each rack (sorted), ``(start_ms, end_ms,
+    mode)`` windows, ``mode`` ``"power"`` or ``"process"``. Each rack in turn draws its outages
+    (one mode draw each, against ``rack_power_failure_fraction``) and then its power losses;
+    lengths from ``rack_repair_time``, else ``repair_time``, else exponential with
+    ``mean_rack_outage_s``. Nothing is drawn (the generator is left as it was) without these
+    keys; racks with no outage are left out."""
+    r = validate_rates(rates)
+    names = sorted(set(racks.values()))
+    mtbf = r.get("rack_mtbf_hours")
+    per_year = float(r.get("rack_power_losses_per_year", 0.0))
+    out: dict[str, list[tuple[float, float, str]]] = {}
+    if not names or (mtbf is None and per_year <= 0):
+        return out
+    lengths = r.get("rack_repair_time", r.get("repair_time"))
+    mean_s = r["mean_rack_outage_s"]
+    for name in names:
+        spans: list[tuple[float, float, str]] = []
+        if mtbf is not None:
+            for start, end in _windows(rng, 1.0 / float(mtbf), mean_s, duration_ms, lengths):
+                mode = "power" if float(rng.random()) < r["rack_power_failure_fraction"] \
+                    else "process"
+                spans.append((start, end, mode))
+        for start, end in _windows(rng, per_year / HOURS_PER_YEAR, mean_s, duration_ms,
+                                   lengths):
+            spans.append((start, end, "power"))
+        if spans:
+            out[name] = sorted(spans)
+    return out
+
+
+def with_rack_outages(plan: list[PlannedFault],
+                      outages: Mapping[str, Sequence[tuple[float, float, str]]],
+                      racks: Mapping[int, str], duration_ms: int, *,
+                      first_seq: int = 3_000_000) -> list[PlannedFault]:
+    """``plan`` (random faults) with each broker of an affected rack down over the union of its
+    own crash windows and its rack's ``outages`` (:func:`plan_rack_outages`): one crash per
+    merged span — ``power`` when any window in it was, keeping a torn write its own power
+    failure drew when that crash starts the span — and one restart when the span ends before
+    the run does. Brokers of other racks and every other fault are kept as they were."""
+    hit = sorted(b for b, rack in racks.items() if rack in outages)
+    if not hit:
+        return list(plan)
+    keep = [p for p in plan if not (p.kind in ("crash", "restart") and p.broker in hit)]
+    seq = first_seq
+    for b in hit:
+        spans: list[tuple[float, float, str, tuple[tuple[str, Any], ...]]] = []
+        start_at: PlannedFault | None = None
+        for p in sorted(q for q in plan if q.broker == b and q.kind in ("crash", "restart")):
+            if p.kind == "crash":
+                start_at = p
+            elif start_at is not None:
+                spans.append((float(start_at.at_ms), float(p.at_ms), start_at.mode,
+                              start_at.storage))
+                start_at = None
+        if start_at is not None:  # down at the end of the run
+            spans.append((float(start_at.at_ms), float("inf"), start_at.mode, start_at.storage))
+        spans += [(s, e, mode, ()) for s, e, mode in outages[racks[b]]]
+        spans.sort(key=lambda w: (w[0], w[1]))
+        merged: list[list[Any]] = []
+        for s, e, mode, storage in spans:
+            if merged and s <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+                if mode == "power":
+                    merged[-1][2] = "power"
+            else:
+                merged.append([s, e, mode, storage])
+        for s, e, mode, storage in merged:
+            if s >= duration_ms:
+                continue
+            keep.append(PlannedFault(int(s), seq, "crash", broker=b, mode=mode,
+                                     source="random", storage=storage if mode == "power" else ()))
+            seq += 1
+            if e < duration_ms:
+                keep.append(PlannedFault(int(e), seq, "restart", broker=b, source="random"))
+                seq += 1
+    return keep
+
+
+def plan_all_random(rates: Mapping[str, Any], brokers: Sequence[int], racks: Mapping[int, str],
+                    duration_ms: int, rng: np.random.Generator) -> list[PlannedFault]:
+    """Every random fault of a run, as the injector draws them: :func:`plan_random`, then
+    :func:`plan_rack_faults`, then :func:`plan_rack_outages` merged into the brokers' crash
+    windows (unsorted)."""
+    plan = plan_random(rates, brokers, duration_ms, rng)
+    rack_plan = plan_rack_faults(rates, racks, duration_ms, rng)
+    outages = plan_rack_outages(rates, racks, duration_ms, rng)
+    if outages:
+        plan = with_rack_outages(plan, outages, racks, duration_ms)
+    return plan + rack_plan
+
+
 def crashes_per_broker_hour(rates: Mapping[str, Any]) -> float:
     """The per-broker crash rate of validated rates (from ``broker_mtbf_hours`` when given)."""
     if "broker_mtbf_hours" in rates:
@@ -303,21 +436,7 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
 
     def windows(per_hour: float, mean_s: float, lengths: Mapping[str, Any] | None = None
                 ) -> list[tuple[float, float]]:
-        spans = []
-        if per_hour <= 0:
-            return spans
-        t = 0.0
-        gap_ms = 3_600_000.0 / per_hour
-        while True:
-            t += float(rng.exponential(gap_ms))
-            if t >= duration_ms:
-                return spans
-            if lengths is None:
-                length = max(1.0, float(rng.exponential(mean_s * 1000.0)))
-            else:
-                length = draw_repair_ms(lengths, rng)
-            spans.append((t, t + length))
-            t += length
+        return _windows(rng, per_hour, mean_s, duration_ms, lengths)
 
     for b in brokers:
         for start, end in windows(crashes_per_broker_hour(r), r["mean_downtime_s"], repair):
@@ -406,8 +525,7 @@ class FaultInjector:
                                      storage=fault_params(f), rack=f.rack,
                                      racks=tuple(f.racks)))
         rng = rng if rng is not None else cluster.loop.spawn_rng()
-        plan += plan_random(rates, brokers, duration_ms, rng)
-        plan += plan_rack_faults(rates, cluster.racks, duration_ms, rng)
+        plan += plan_all_random(rates, brokers, cluster.racks, duration_ms, rng)
         self.plan = sorted(plan)
         if cluster.storage != "memory" and any(p.kind == "crash" and p.mode == "power"
                                                for p in self.plan):
@@ -507,7 +625,8 @@ def apply_rack_fault(c: Cluster, p: PlannedFault) -> None:
         raise InvalidConfigurationError(f"fault {kind} does not apply to a rack")
 
 
-__all__ = ["HOURS_PER_YEAR", "PLANNER_KEYS", "RACK_RATE_KEYS", "RATE_KEYS", "REPAIR_DISTRIBUTIONS",
-           "FaultInjector", "PlannedFault", "apply_rack_fault", "crashes_per_broker_hour",
-           "draw_repair_ms", "plan_rack_faults", "plan_random", "validate_rates",
-           "validate_repair_time"]
+__all__ = ["HOURS_PER_YEAR", "PLANNER_KEYS", "RACK_PLANNER_KEYS", "RACK_RATE_KEYS", "RATE_KEYS",
+           "REPAIR_DISTRIBUTIONS", "FaultInjector", "PlannedFault", "apply_rack_fault",
+           "crashes_per_broker_hour", "draw_repair_ms", "plan_all_random", "plan_rack_faults",
+           "plan_rack_outages", "plan_random", "validate_rates", "validate_repair_time",
+           "with_rack_outages"]

@@ -82,6 +82,9 @@ rack_outages_per_hour = 0.0          # per rack (needs cluster.racks); also mean
 # repair_time = { distribution = "lognormal", median_s = 600, sigma = 1.0 }   # or exponential
 #                                    # (mean_s) or fixed (value_s); instead of mean_downtime_s
 # power_losses_per_year = 1          # cluster-wide: every broker at once
+# rack_mtbf_hours = 8760             # per rack, instead of rack_outages_per_hour
+# rack_power_losses_per_year = 1     # per rack: every broker of the rack loses power at once
+# rack_repair_time = { ... }         # how long a rack stays down (default: repair_time)
 
 [network]                            # latency distributions (default: cluster.latency_ms, fixed)
 latency = { distribution = "lognormal", median_ms = 0.5, sigma = 0.3 }
@@ -442,6 +445,8 @@ def _validate(sc: Scenario) -> None:
     if not racks:
         drawn = sorted(k for k in rates if k.startswith("rack_") and k.endswith("_per_hour")
                        and rates[k] > 0)
+        drawn += [k for k in ("rack_mtbf_hours", "rack_power_losses_per_year")
+                  if k in rates and rates[k] > 0]
         if drawn:
             raise InvalidConfigurationError(
                 f"fault_rates.{drawn[0]} needs racks: set cluster.racks (broker.rack per broker)")
