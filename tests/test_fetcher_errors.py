@@ -96,13 +96,20 @@ def test_out_of_range_below_leader_start_restarts_the_log_there(truncation):
     assert c.values(1) == [b"%d" % i for i in range(6, 10)]
 
 
-def test_out_of_range_with_failing_offset_lookup_backs_off(monkeypatch):
+def behind_leader_start() -> FetcherCluster:
+    """Broker 0 leads with records 0-3 and its log start moved to 2; broker 1, empty, has just
+    become its follower (its first fetch, at 0, is out of range)."""
     c = FetcherCluster((0, 1))
     c.leader_and_isr(leader=0, isr=[0], replicas=[0])
     for i in range(4):
         c.produce(values=[b"%d" % i])
     c.log(0).maybe_increment_log_start_offset(2)
     c.leader_and_isr(leader=0, isr=[0], replicas=[0, 1])
+    return c
+
+
+def test_out_of_range_with_failing_offset_lookup_backs_off(monkeypatch):
+    c = behind_leader_start()
     f = c.fetcher(1)
 
     def refuse(tp, epoch):
@@ -438,12 +445,7 @@ def test_list_offsets_blocks_the_fetcher_thread_for_its_round_trip():
     blocked until the answer: over the simulated network the out-of-range reset costs the
     link's round trip, so the next fetch leaves that much later; a leader it cannot reach
     blocks it for replica.socket.timeout.ms."""
-    c = FetcherCluster((0, 1))
-    c.leader_and_isr(leader=0, isr=[0], replicas=[0])
-    for i in range(4):
-        c.produce(values=[b"%d" % i])
-    c.log(0).maybe_increment_log_start_offset(2)
-    c.leader_and_isr(leader=0, isr=[0], replicas=[0, 1])
+    c = behind_leader_start()
     f = c.fetcher(1)
     endpoint = f.leader
     round_trip = endpoint.round_trip_ms()

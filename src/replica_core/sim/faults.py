@@ -258,6 +258,21 @@ def validate_rates(rates: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+class _RandomPlan:
+    """Random faults as they are drawn: kept when they start within the run, numbered in
+    draw order from ``first_seq``."""
+
+    def __init__(self, duration_ms: int, first_seq: int) -> None:
+        self.duration_ms = duration_ms
+        self.seq = first_seq
+        self.faults: list[PlannedFault] = []
+
+    def add(self, at: float, kind: str, **kw: Any) -> None:
+        if at < self.duration_ms:
+            self.faults.append(PlannedFault(int(at), self.seq, kind, source="random", **kw))
+            self.seq += 1
+
+
 def _windows(rng: np.random.Generator, per_hour: float, mean_s: float,
              duration_ms: int, lengths: Mapping[str, Any] | None = None
              ) -> list[tuple[float, float]]:
@@ -288,15 +303,8 @@ def plan_rack_faults(rates: Mapping[str, Any], racks: Mapping[int, str], duratio
     racks in sorted order; nothing drawn when every rack rate is 0)."""
     r = validate_rates(rates)
     names = sorted(set(racks.values()))
-    out: list[PlannedFault] = []
-    seq = first_seq
-
-    def add(at: float, kind: str, **kw: Any) -> None:
-        nonlocal seq
-        if at < duration_ms:
-            out.append(PlannedFault(int(at), seq, kind, source="random", **kw))
-            seq += 1
-
+    plan = _RandomPlan(duration_ms, first_seq)
+    out, add = plan.faults, plan.add
     if not names:
         return out
     for name in names:
@@ -423,15 +431,8 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
                 rng: np.random.Generator, *, first_seq: int = 1_000_000) -> list[PlannedFault]:
     """Draw the random faults of a run (deterministic for a generator state)."""
     r = validate_rates(rates)
-    out: list[PlannedFault] = []
-    seq = first_seq
-
-    def add(at: float, kind: str, **kw: Any) -> None:
-        nonlocal seq
-        if at < duration_ms:
-            out.append(PlannedFault(int(at), seq, kind, source="random", **kw))
-            seq += 1
-
+    plan = _RandomPlan(duration_ms, first_seq)
+    out, add = plan.faults, plan.add
     repair = r.get("repair_time")
 
     def windows(per_hour: float, mean_s: float, lengths: Mapping[str, Any] | None = None
@@ -461,12 +462,12 @@ def plan_random(rates: Mapping[str, Any], brokers: Sequence[int], duration_ms: i
     for start, end in windows(r["controller_drops_per_hour"], r["mean_controller_drop_s"]):
         add(start, "drop_controller_messages")
         add(end, "restore_controller_messages")
-    out += plan_storage_random(r, brokers, duration_ms, rng, seq)
+    out += plan_storage_random(r, brokers, duration_ms, rng, plan.seq)
     per_year = float(r.get("power_losses_per_year", 0.0))
     if per_year > 0:
         outages = windows(per_year / HOURS_PER_YEAR, r["mean_downtime_s"], repair)
         if outages:
-            out = _with_power_losses(out, outages, brokers, duration_ms, seq)
+            out = _with_power_losses(out, outages, brokers, duration_ms, plan.seq)
     return out
 
 
