@@ -56,6 +56,10 @@ class _Process:
     def alive(self) -> bool:
         return self._transport.serving(self.broker_id) is not None
 
+    def fsync_wait_ms(self) -> int:
+        """The in-process brokers' fsyncs take no simulated time."""
+        return 0
+
 
 class SimTransport:
     """An event loop and network between brokers; ``serving(b)`` is the ReplicaManager broker

@@ -621,14 +621,10 @@ def _fmt_signed(m: Mapping[str, Any]) -> str:
 
 
 def _sim_time(seconds: float) -> str:
-    """Simulated time in s, min or h, whichever reads best."""
-    from replica_core.sim.report import fmt_num
+    """Simulated time in s, min or h, whichever reads best (runs last seconds at least)."""
+    from replica_core.sim.report import fmt_ms
 
-    if seconds < 120:
-        return fmt_num(seconds, "s")
-    if seconds < 7200:
-        return fmt_num(seconds / 60.0, "min")
-    return fmt_num(seconds / 3600.0, "h")
+    return fmt_ms(1000.0 * seconds)
 
 
 def risk_markdown(grid: Grid, table: Sequence[Mapping[str, Any]]) -> str:

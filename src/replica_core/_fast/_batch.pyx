@@ -924,6 +924,17 @@ cdef inline bint crc_matches(const unsigned char *b, Py_ssize_t n) noexcept nogi
     return rc_crc32c(b + CRC_START, <size_t>(n - CRC_START)) == rcb_u32(b + 17)
 
 
+cdef inline bint crc_checked(const unsigned char *b, Py_ssize_t n) noexcept:
+    """:func:`crc_matches`, without the GIL from ``NOGIL_MIN_BYTES`` on."""
+    cdef bint ok
+    if n >= NOGIL_MIN_BYTES:
+        with nogil:
+            ok = crc_matches(b, n)
+    else:
+        ok = crc_matches(b, n)
+    return ok
+
+
 cdef int fast_check(const unsigned char *area, Py_ssize_t area_len, int64_t now_ms,
                     int64_t before_max_ms, int64_t after_max_ms, bint log_append_time,
                     bint compacted, FastHeader *h, CheckResult *res) noexcept nogil:
@@ -987,11 +998,7 @@ cdef object _append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t
                              max_message_bytes, target_codec, h)
         if status == F_OK and analyze:
             # before any decompression, as Kafka checks the CRC in analyzeAndValidateRecords
-            if n >= NOGIL_MIN_BYTES:
-                with nogil:
-                    crc_ok = crc_matches(b, n)
-            else:
-                crc_ok = crc_matches(b, n)
+            crc_ok = crc_checked(b, n)
             if not crc_ok:
                 status = F_REJECTED
         if status != F_OK:
@@ -1025,11 +1032,7 @@ cdef object _append_fast(buf, int64_t next_offset, int64_t leader_epoch, int64_t
         rewrite = log_append_time or h.max_timestamp != new_max
         if rewrite and not analyze:
             # a fresh CRC is only ever written over bytes whose CRC was checked
-            if n >= NOGIL_MIN_BYTES:
-                with nogil:
-                    crc_ok = crc_matches(b, n)
-            else:
-                crc_ok = crc_matches(b, n)
+            crc_ok = crc_checked(b, n)
             if not crc_ok:
                 status_out[0] = F_REJECTED
                 return None

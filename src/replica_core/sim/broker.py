@@ -269,8 +269,9 @@ class SimLeaderEndPoint:
     charged to the thread: its next request leaves that much later (:attr:`blocked_ms`).
 
     The carrier needs little of the follower ``broker``: its ``broker_id`` (its network node),
-    ``network``, and ``incarnation`` / ``alive`` (an answer reaching a process that crashed or
-    restarted since the send is dropped). The two look-ups that need the whole simulated
+    ``network``, ``loop``, ``incarnation`` / ``alive`` (an answer reaching a process that crashed
+    or restarted since the send is dropped) and ``fsync_wait_ms()`` (its disk's pending fsync
+    time, which holds the next request back). The two look-ups that need the whole simulated
     cluster are methods, :meth:`socket_timeout_ms` and :meth:`leader_replica_manager`, so a
     driver without a :class:`SimBroker` (the fetcher tests' simulated transport) reuses the
     carrier by overriding just those.
@@ -310,7 +311,7 @@ class SimLeaderEndPoint:
         blocked, self.blocked_ms = self.blocked_ms, 0
         # the fetcher thread sends once its blocking ListOffsets returned and the fsyncs of
         # its last appends are done
-        wait = blocked + (broker.fsync_wait_ms() if isinstance(broker, SimBroker) else 0)
+        wait = blocked + broker.fsync_wait_ms()
         if wait > 0:
             def send() -> None:
                 if inc == broker.incarnation and broker.alive:
@@ -588,7 +589,7 @@ class SimBroker:
         """How long the fsyncs made on this broker's disk since the last call take when fsync
         is slowed (``slow`` mode ``"fsync"``; 0 otherwise): a produce waits for those of its
         append, a follower's next fetch for those of its last appends."""
-        done = getattr(self.medium, "fsyncs", 0)
+        done = self.medium.fsyncs
         new, self._fsyncs_seen = done - self._fsyncs_seen, done
         if new <= 0 or self.slow_factors["fsync"] <= 1.0:
             return 0

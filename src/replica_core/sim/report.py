@@ -74,12 +74,27 @@ def fmt_num(value: float | int | None, unit: str = "", *, digits: int = 3) -> st
 
 
 def fmt_ms(ms: float) -> str:
-    """A duration given in milliseconds: ``850 ms``, ``1.5 s``, ``2 min``."""
+    """A duration given in milliseconds: ``850 ms``, ``1.5 s``, ``2 min``, ``3 h``."""
     if ms < 1000:
         return fmt_num(ms, "ms")
     if ms < 120_000:
         return fmt_num(ms / 1000.0, "s")
-    return fmt_num(ms / 60_000.0, "min")
+    if ms < 7_200_000:
+        return fmt_num(ms / 60_000.0, "min")
+    return fmt_num(ms / 3_600_000.0, "h")
+
+
+def leadership_label(elected: int, unclean: int, offline: int) -> str:
+    """What the controller did at one moment: ``3 leader elections, 1 unclean, 2 partitions
+    offline`` (the parts that happened)."""
+    labels = []
+    if elected:
+        labels.append(f"{elected} leader election{'s' if elected > 1 else ''}")
+    if unclean:
+        labels.append(f"{unclean} unclean")
+    if offline:
+        labels.append(f"{offline} partition{'s' if offline > 1 else ''} offline")
+    return ", ".join(labels)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5, *, integer: bool = False) -> list[float]:
@@ -366,17 +381,11 @@ def timeline_chart(title: str, end_s: float, periods: Sequence[tuple[float, floa
                     f'<title>{html.escape(label)} at {fmt_num(t)} s</title></circle>')
     y = f.py(1.5)
     for t, elected, unclean, offline in leadership:
-        parts = []
-        if elected:
-            parts.append(f"{int(elected):,} elected")
-        if unclean:
-            parts.append(f"{int(unclean):,} unclean")
-        if offline:
-            parts.append(f"{int(offline):,} left offline")
+        label = leadership_label(int(elected), int(unclean), int(offline))
         colour = PALETTE[1] if unclean or offline else PALETTE[0]
         r = min(9.0, 3.0 + math.log10(1 + elected + unclean + offline) * 2)
         body.append(f'<circle cx="{f.px(t):.1f}" cy="{y:.1f}" r="{r:.1f}" fill="{colour}" '
-                    f'fill-opacity="0.7"><title>{fmt_num(t)} s: {", ".join(parts)}</title>'
+                    f'fill-opacity="0.7"><title>{fmt_num(t)} s: {label}</title>'
                     f'</circle>')
     y = f.py(0.5)
     for ev in losses:

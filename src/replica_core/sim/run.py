@@ -589,14 +589,7 @@ def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray) -> dict[str,
             acc[2] += o
     timeline = list(parts[0].fault_timeline)
     for t, (elected, unclean, offline) in events.items():
-        labels = []
-        if elected:
-            labels.append(f"{elected} leader election{'s' if elected > 1 else ''}")
-        if unclean:
-            labels.append(f"{unclean} unclean")
-        if offline:
-            labels.append(f"{offline} partition{'s' if offline > 1 else ''} offline")
-        timeline.append((t, ", ".join(labels)))
+        timeline.append((t, report.leadership_label(elected, unclean, offline)))
     out["fault_events"] = [[t, label] for t, label in sorted(timeline, key=lambda e: e[0])]
     out["leadership"] = [[t, e, u, o] for t, (e, u, o) in sorted(events.items())]
     return out

@@ -208,7 +208,7 @@ class StorageFaults:
     def power_failure(self, broker: SimBroker, torn_write: str | None, bit_flips: int) -> None:
         """Crash ``broker`` by a power failure, tearing its unflushed writes and flipping bits
         in the files that were being written, as asked."""
-        if getattr(broker.medium, "fsyncs_lost", 0):
+        if broker.medium.fsyncs_lost:
             self.lied.add(broker.broker_id)
         torn = TORN_MODELS[torn_write] if torn_write is not None else None
         files = broker.crash("power", torn=torn, rng=self.rng if torn is not None else None)
@@ -344,7 +344,7 @@ class StorageFaults:
     def summary(self) -> dict[str, Any]:
         """``storage_faults`` of the run summary: injected faults by kind, fsyncs lost (over
         every broker's disk), and the recovery the loader reported after restarts."""
-        lost = sum(int(getattr(b.medium, "fsyncs_lost", 0))
+        lost = sum(int(b.medium.fsyncs_lost)
                    for _, b in sorted(self.cluster.brokers.items()))
         injected = dict(self.injected)
         injected["fsyncs_lost"] = lost

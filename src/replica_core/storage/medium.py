@@ -143,6 +143,11 @@ class MediumFile:
 class Medium:
     """A file system: names, directories and :class:`MediumFile` handles."""
 
+    fsyncs = 0
+    """File fsyncs that persisted (counted by :class:`MemoryMedium`; 0 where not counted)."""
+    fsyncs_lost = 0
+    """File fsyncs that reported success and persisted nothing (injected on a MemoryMedium)."""
+
     def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
         """Open ``path``; ``FileNotFoundError`` if it is absent and ``create`` is false."""
         raise NotImplementedError
