@@ -173,6 +173,12 @@ class Controller:
     def live_brokers(self) -> set[int]:
         return {b for b, r in self.brokers.items() if r.alive}
 
+    @property
+    def isr_eligible_brokers(self) -> set[int]:
+        """Brokers a leader may add to an ISR: registered, unfenced and not in controlled
+        shutdown (KIP-841; what the metadata brokers receive says)."""
+        return {b for b, r in self.brokers.items() if r.alive and not r.shutting_down}
+
     def offline_partitions(self) -> list[TopicPartition]:
         return [tp for tp, reg in self.partitions.items() if reg.leader == NO_LEADER]
 
@@ -523,7 +529,7 @@ class Controller:
                 results.append(AlterPartitionResult(item.tp, err))
                 continue
             if self.elr_enabled:
-                active = {b for b, r in self.brokers.items() if r.alive and not r.shutting_down}
+                active = self.isr_eligible_brokers
                 self._change(item.tp, p, item.new_isr, ISR_ORIGIN_ALTER_PARTITION,
                              active.__contains__, bump_on_shrink=False)
                 if p.partition_epoch == item.partition_epoch:

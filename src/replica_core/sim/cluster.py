@@ -497,9 +497,7 @@ class ControllerNode:
         ctrl = self.controller
         epochs = tuple(sorted((b, r.epoch) for b, r in ctrl.brokers.items()))
         alive = tuple(sorted(b for b, r in ctrl.brokers.items() if r.alive))
-        # ISR-eligible: registered, unfenced and not in controlled shutdown (KIP-841: a leader
-        # does not propose a broker that is shutting down back into the ISR)
-        eligible = tuple(b for b in alive if not ctrl.brokers[b].shutting_down)
+        eligible = tuple(sorted(ctrl.isr_eligible_brokers))
         for b in alive:
             self.enqueue(b, MetadataUpdate(epochs, eligible, ctrl.brokers[b].epoch))
 
