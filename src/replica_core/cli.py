@@ -94,7 +94,7 @@ def _summary_table(summary: dict, run_info: dict) -> str:
         ("overrides", ", ".join(f"{k}={v}" for k, v in overrides.items()) or "none"),
         ("seed / truncation", f"{summary.get('seed')} / {summary.get('truncation')}"),
         ("brokers / partitions", f"{summary.get('brokers'):,} / {summary.get('partitions'):,}"),
-        ("simulated", f"{_n(summary['sim_seconds'], 's')}, {summary['events']:,} events"),
+        ("simulated", _simulated(summary)),
         ("acked records", f"{summary['acked_records']:,} (acks={acks})"),
         ("lost acked records", f"{summary['lost_acked_records']:,}"),
         ("diverged partitions", f"{summary['diverged_partitions']:,}"),
@@ -135,7 +135,7 @@ def _summary_table(summary: dict, run_info: dict) -> str:
             ("detected_after_s", "detected"), ("leaders_after_s", "leaders"),
             ("writable_after_s", "writable"), ("isr_full_after_s", "ISRs full"))
             if r.get(key) is not None]
-        rows.append((f"  {r['at_s']:g} s {r['fault']}", ", ".join(steps) or "no effect seen"))
+        rows.append((f"  {_at(r['at_s'])} {r['fault']}", ", ".join(steps) or "no effect seen"))
     from replica_core.sim.report import feature_lines, storage_fault_lines
 
     rows += storage_fault_lines(summary)
@@ -152,6 +152,25 @@ def _summary_table(summary: dict, run_info: dict) -> str:
     if verdict:
         lines.append(f"{'verdict':<{width}}  {verdict}")
     return "\n".join(lines)
+
+
+def _at(seconds: float) -> str:
+    """A time on the run's clock: seconds, or the day of a horizon."""
+    return f"{seconds:g} s" if seconds < 86_400 else f"day {seconds / 86_400:.2f}"
+
+
+def _simulated(summary: dict) -> str:
+    """Simulated time and events; a horizon run says how much of it its episodes covered."""
+    text = f"{_n(summary['sim_seconds'], 's')}, {summary['events']:,} events"
+    h = summary.get("horizon")
+    if not h:
+        return text
+    unsettled = h["unsettled_episodes"]
+    return (f"{h['days']:g} day{'' if h['days'] == 1 else 's'}: {h['episodes']:,} fault episodes ({h['faults']:,} faults), "
+            f"{_n(h['simulated_seconds'], 's')} simulated "
+            f"({100 * h['simulated_fraction']:.2g} % of the horizon), {summary['events']:,} "
+            f"events; " + ("every episode ended healthy" if not unsettled
+                           else f"{unsettled:,} episodes did not end healthy"))
 
 
 def _default_out(scenario, prefix: str = "") -> Path:

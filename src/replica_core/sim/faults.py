@@ -510,23 +510,29 @@ def _with_power_losses(plan: list[PlannedFault], outages: Sequence[tuple[float, 
     return keep
 
 
+def scripted_plan(faults: Sequence[Fault]) -> list[PlannedFault]:
+    """The scenario's ``[[faults]]`` as planned faults (numbered in file order from 0)."""
+    return [PlannedFault(int(round(f.at_s * 1000)), k, f.kind,
+                         None if f.broker is None else int(f.broker), f.mode, float(f.factor),
+                         tuple(int(b) for b in f.brokers), storage=fault_params(f),
+                         rack=f.rack, racks=tuple(f.racks))
+            for k, f in enumerate(faults)]
+
+
 class FaultInjector:
     """Schedules the scripted and random faults of a scenario on a cluster's loop and keeps
     the timeline (for the report)."""
 
     def __init__(self, cluster: Cluster, faults: Sequence[Fault], rates: Mapping[str, Any], *,
-                 duration_ms: int, rng: np.random.Generator | None = None) -> None:
+                 duration_ms: int, rng: np.random.Generator | None = None,
+                 plan: Sequence[PlannedFault] | None = None) -> None:
+        """``plan``, when given, is the whole schedule (already drawn: an episode's faults);
+        otherwise the scripted ``faults`` plus the random ones drawn from ``rates``."""
         self.cluster = cluster
-        brokers = sorted(cluster.brokers)
-        plan = []
-        for k, f in enumerate(faults):
-            plan.append(PlannedFault(int(round(f.at_s * 1000)), k, f.kind,
-                                     None if f.broker is None else int(f.broker), f.mode,
-                                     float(f.factor), tuple(int(b) for b in f.brokers),
-                                     storage=fault_params(f), rack=f.rack,
-                                     racks=tuple(f.racks)))
-        rng = rng if rng is not None else cluster.loop.spawn_rng()
-        plan += plan_all_random(rates, brokers, cluster.racks, duration_ms, rng)
+        if plan is None:
+            rng = rng if rng is not None else cluster.loop.spawn_rng()
+            plan = scripted_plan(faults) + plan_all_random(
+                rates, sorted(cluster.brokers), cluster.racks, duration_ms, rng)
         self.plan = sorted(plan)
         if cluster.storage != "memory" and any(p.kind == "crash" and p.mode == "power"
                                                for p in self.plan):
@@ -629,5 +635,5 @@ def apply_rack_fault(c: Cluster, p: PlannedFault) -> None:
 __all__ = ["HOURS_PER_YEAR", "PLANNER_KEYS", "RACK_PLANNER_KEYS", "RACK_RATE_KEYS", "RATE_KEYS",
            "REPAIR_DISTRIBUTIONS", "FaultInjector", "PlannedFault", "apply_rack_fault",
            "crashes_per_broker_hour", "draw_repair_ms", "plan_all_random", "plan_rack_faults",
-           "plan_rack_outages", "plan_random", "validate_rates", "validate_repair_time",
+           "plan_rack_outages", "plan_random", "scripted_plan", "validate_rates", "validate_repair_time",
            "with_rack_outages"]

@@ -84,6 +84,13 @@ def fmt_ms(ms: float) -> str:
     return fmt_num(ms / 3_600_000.0, "h")
 
 
+def fmt_at(seconds: float) -> str:
+    """A moment on the run's clock: seconds, or the day of a long horizon."""
+    if seconds < 86_400:
+        return fmt_num(seconds, "s")
+    return f"day {seconds / 86_400:.2f}"
+
+
 def leadership_label(elected: int, unclean: int, offline: int) -> str:
     """What the controller did at one moment: ``3 leader elections, 1 unclean, 2 partitions
     offline`` (the parts that happened)."""
@@ -486,7 +493,11 @@ def _scenario_html(summary: Mapping[str, Any]) -> str:
                             f"{wl.get('records_per_batch')} records of {wl.get('record_bytes')} "
                             f"B, acks={wl.get('acks')}")],
             ["duration", fmt_num(sc.get("duration_s"), "s")
-             + f" simulated, sampled every {fmt_num(sc.get('sample_interval_s'), 's')}"],
+             + f" simulated, sampled every {fmt_num(sc.get('sample_interval_s'), 's')}"]
+            if not sc.get("horizon_days") else
+            ["horizon", f"{fmt_num(sc.get('horizon_days'))} days; fault episodes with "
+             f"{fmt_num(sc.get('episode_margin_s'), 's')} of quiet before and after, sampled "
+             f"every {fmt_num(sc.get('sample_interval_s'), 's')}"],
             ["seed", _e(sc.get("seed"))],
             ["truncation", _e(sc.get("truncation"))],
             ["storage", _e(sc.get("storage"))],
@@ -546,7 +557,7 @@ def _recovery_html(summary: Mapping[str, Any]) -> str:
         return "—" if v is None else "+" + fmt_ms(1000.0 * float(v))
 
     for r in summary.get("fault_recovery") or []:
-        rows.append([fmt_num(r["at_s"], "s"), _e(r["fault"]), after(r, "detected_after_s"),
+        rows.append([fmt_at(r["at_s"]), _e(r["fault"]), after(r, "detected_after_s"),
                      after(r, "leaders_after_s"), after(r, "writable_after_s"),
                      after(r, "isr_full_after_s")])
     if not rows:
@@ -793,6 +804,26 @@ def _config_html(summary: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def _episodes_html(horizon: Mapping[str, Any]) -> str:
+    rows = [[fmt_at(e["start_s"]), fmt_ms(1000.0 * float(e["length_s"])), fmt_num(e["faults"]),
+             fmt_num(e["lost_acked_records"]), fmt_num(e["unavailable_partition_seconds"]),
+             "yes" if e["settled"] else "<b>no</b>"]
+            for e in horizon.get("episode_list") or []]
+    more = int(horizon.get("episodes_not_listed", 0))
+    note = (f"<p class='muted'>{fmt_num(more)} more episodes are counted but not listed.</p>"
+            if more else "")
+    return (_table(["starts", "simulated", "faults", "lost acked records",
+                    "unavailable partition-s", "ended healthy"], rows,
+                   numeric=[0, 1, 2, 3, 4]) + note
+            + f"<p class='muted'>The faults were drawn over {fmt_num(horizon['days'])} days; "
+            f"only these episodes were simulated ({100 * float(horizon['simulated_fraction']):.2g}"
+            f" % of the horizon), each from {fmt_num(horizon['episode_margin_s'], 's')} before "
+            "its first fault to as long after its last one ended, and on until the cluster was "
+            "healthy (every broker up, every ISR full, no client blocked). Between episodes "
+            "the cluster is healthy and nothing is lost; each episode is a fresh cluster "
+            "(replica_core.sim.episodes).</p>")
+
+
 def render_html(summary: Mapping[str, Any], timeseries: Mapping[str, Sequence[Any]],
                 latencies_ms: Sequence[float] = (), events: Sequence[tuple[float, str]] = (),
                 *, title_suffix: str = "") -> str:
@@ -805,6 +836,7 @@ def render_html(summary: Mapping[str, Any], timeseries: Mapping[str, Sequence[An
         moments = [(float(s), str(label)) for s, label in events]
     name = str(summary.get("scenario_name", "simulation"))
     title = name + (f" ({title_suffix})" if title_suffix else "")
+    horizon = summary.get("horizon")
     acks = (summary.get("config") or {}).get("scenario", {}).get("workload", {}).get("acks",
                                                                                        "all")
     charts = [
@@ -828,6 +860,15 @@ def render_html(summary: Mapping[str, Any], timeseries: Mapping[str, Sequence[An
                        list(timeseries.get("leadership", [])),
                        summary.get("loss_events") or []),
     ]
+    simulated = f"{fmt_num(end_s, 's')} simulated"
+    over_time = f"<h2 id='over-time'>Over time</h2>{''.join(charts)}"
+    if horizon:
+        days = float(horizon["days"])
+        simulated = (f"{fmt_num(days)} day{'' if days == 1 else 's'} in "
+                     f"{fmt_num(horizon['episodes'])} fault "
+                     f"episodes ({fmt_num(horizon['simulated_seconds'], 's')} simulated)")
+        over_time = (f"<h2 id='episodes'>Fault episodes</h2>{_episodes_html(horizon)}"
+                     f"{charts[4]}")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -835,14 +876,14 @@ def render_html(summary: Mapping[str, Any], timeseries: Mapping[str, Sequence[An
         f"<h1>replica-core simulation: {_e(title)}</h1>"
         f"<p class='sub'>seed {_e(summary.get('seed'))} · {fmt_num(summary.get('brokers'))} "
         f"brokers · {fmt_num(summary.get('partitions'))} partitions · "
-        f"{fmt_num(end_s, 's')} simulated · truncation {_e(summary.get('truncation'))}</p>"
+        f"{simulated} · truncation {_e(summary.get('truncation'))}</p>"
         f"<h2 id='verdict'>Verdict</h2>{_verdict_html(summary)}"
         f"<h2 id='scenario'>Scenario</h2>{_scenario_html(summary)}"
         f"<h2 id='what-clients-saw'>What clients saw</h2>{_figures_html(summary)}"
         f"<h2 id='features'>Producer, flush, fencing, retention, racks</h2>"
         f"{_features_html(summary)}"
         f"<h2 id='faults-and-recovery'>Faults and recovery</h2>{_recovery_html(summary)}"
-        f"<h2 id='over-time'>Over time</h2>{''.join(charts)}"
+        f"{over_time}"
         f"<h2 id='unavailability-by-cause'>Unavailability by cause</h2>{_unavailability_html(summary)}"
         f"<h2 id='isr-changes-by-who-made-them'>ISR changes by who made them</h2>{_isr_html(summary)}"
         f"<h2 id='lost-acknowledged-records'>Lost acknowledged records</h2>{_losses_html(summary)}"

@@ -21,7 +21,7 @@ import numpy as np
 from replica_core import __version__
 from replica_core.sim import report
 from replica_core.sim.cluster import FETCH_METRICS, Cluster, configs_in_force, quiet_logs
-from replica_core.sim.faults import FaultInjector
+from replica_core.sim.faults import FaultInjector, PlannedFault
 from replica_core.sim.scenario import Scenario
 from replica_core.sim.workload import Workload
 
@@ -140,6 +140,11 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None
     ``fetcher_lanes = true`` runs as independent lanes (:mod:`replica_core.sim.lanes`).
     """
     wall0 = time.perf_counter()
+    if scenario.horizon_days > 0:
+        from replica_core.sim.episodes import run_horizon
+
+        summary, series = run_horizon(scenario, progress=progress)
+        return summary, series, run_info(scenario, summary, time.perf_counter() - wall0)
     if scenario.fetcher_lanes:
         from replica_core.sim.lanes import lane_count, run_lane
 
@@ -169,7 +174,7 @@ def run_info(scenario: Scenario, summary: dict[str, Any], wall: float) -> dict[s
         "config": config_section(scenario),
         "wall_seconds": round(wall, 3),
         "events_per_second": round(events / wall, 1) if wall > 0 else None,
-        "speed_vs_real_time": round(scenario.duration_s / wall, 2) if wall > 0 else None,
+        "speed_vs_real_time": round(scenario.simulated_s / wall, 2) if wall > 0 else None,
         "partitions": scenario.total_partitions,
         "python": sys.version.split()[0],
         # os.uname's fields only: platform.platform() may fork `uname -p`, a cost run.json's
@@ -197,13 +202,23 @@ class RunParts:
     """Losses found (times in seconds from the measured start)."""
     fault_recovery: list[dict[str, Any]] = field(default_factory=list)
     """Per injected fault, in order: its recovery timeline (see sim/availability.py)."""
+    length_ms: int = 0
+    """The measured run's simulated length (``duration_s``, plus any time spent settling)."""
+    settled: bool = True
+    """Whether the cluster was healthy at the end (asked only of episodes)."""
 
 
 def simulate(scenario: Scenario, *, progress: Progress | None = None,
              partition_ids: Mapping[str, Sequence[int]] | None = None, seed: int | None = None,
-             fault_rng: np.random.Generator | None = None) -> RunParts:
+             fault_rng: np.random.Generator | None = None,
+             plan: Sequence[PlannedFault] | None = None, duration_ms: int | None = None,
+             settle_ms: int = 0) -> RunParts:
     """Run one cluster of ``scenario`` (``partition_ids`` per topic: only those partitions;
-    ``seed`` for the loop instead of the scenario's; ``fault_rng`` draws the random faults)."""
+    ``seed`` for the loop instead of the scenario's; ``fault_rng`` draws the random faults).
+
+    An episode (:mod:`replica_core.sim.episodes`) passes its own fault ``plan`` and
+    ``duration_ms``; with ``settle_ms`` the run goes on, without new produce traffic, until
+    the cluster is healthy (:func:`healthy`) or that much longer."""
     restore = quiet_logs()
     # A run allocates millions of small, mostly acyclic objects: collect young generations
     # less often (a measured 25-40 % of setup time goes to the cyclic collector otherwise).
@@ -212,7 +227,8 @@ def simulate(scenario: Scenario, *, progress: Progress | None = None,
     try:
         cluster = build_cluster(scenario, seed=seed)
         try:
-            return _run(cluster, scenario, progress, partition_ids, fault_rng)
+            return _run(cluster, scenario, progress, partition_ids, fault_rng, plan,
+                        duration_ms, settle_ms)
         finally:
             cluster.close()
     finally:
@@ -221,9 +237,18 @@ def simulate(scenario: Scenario, *, progress: Progress | None = None,
         restore()
 
 
+def healthy(cluster: Cluster) -> bool:
+    """Every broker up, every partition led with its whole replica set in the ISR, and no
+    client blocked: the state a cluster returns to after its faults are repaired."""
+    tracker = cluster.controller_node.tracker
+    return (tracker.offline == 0 and tracker.under_rep == 0 and cluster.client_view.blocked == 0
+            and all(b.alive for b in cluster.brokers.values()))
+
+
 def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
          partition_ids: Mapping[str, Sequence[int]] | None,
-         fault_rng: np.random.Generator | None) -> RunParts:
+         fault_rng: np.random.Generator | None, plan: Sequence[PlannedFault] | None = None,
+         duration: int | None = None, settle_ms: int = 0) -> RunParts:
     loop = cluster.loop
     for t in scenario.topics:
         ids = None if partition_ids is None else list(partition_ids.get(t.name, ()))
@@ -237,7 +262,7 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
     # the logs, replicas and sessions built so far live for the whole run: keep the cyclic
     # collector from walking them again on every full collection
     gc.freeze()
-    duration_ms = int(round(scenario.duration_s * 1000))
+    duration_ms = int(round(scenario.duration_s * 1000)) if duration is None else duration
     start = loop.now
     end = start + duration_ms
     # figures cover the measured run only: integrals and fetch meters start here
@@ -250,7 +275,8 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
     workload = Workload(cluster, scenario.workload)
     faults = FaultInjector(cluster, scenario.faults, scenario.fault_rates,
                            duration_ms=duration_ms,
-                           rng=fault_rng if fault_rng is not None else loop.spawn_rng())
+                           rng=fault_rng if fault_rng is not None else loop.spawn_rng(),
+                           plan=plan)
     sampler = Sampler(cluster, start)
     workload.start(end)
     faults.start()
@@ -262,15 +288,23 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
         loop.run_until_time(target)
         sampler.sample()
         if progress is not None:
-            progress((loop.now - start) / 1000.0, scenario.duration_s, loop.events_run)
+            progress((loop.now - start) / 1000.0, duration_ms / 1000.0, loop.events_run)
         if target >= end:
             break
         next_sample += interval
+    settled = True
+    if settle_ms > 0:
+        limit = end + settle_ms
+        while not (settled := healthy(cluster)) and loop.now < limit:
+            loop.run_until_time(min(loop.now + interval, limit))
+            sampler.sample()
     cluster.check_invariants()
     cluster.controller_node.tracker.close(loop.now)
     cluster.client_view.close(loop.now)
     parts = _parts(cluster, start, workload, faults, sampler, fetch_base)
     parts.counts.update({k: v for k, v in workload.audit_logs().items() if v is not None})
+    parts.length_ms = loop.now - start
+    parts.settled = settled
     return parts
 
 
@@ -398,20 +432,43 @@ SUMMED_SERIES = ("under_replicated", "offline", "unavailable", "under_min_isr", 
                  "_online", "_lag_sum", "_lag_n")
 
 
-def merge_parts(scenario: Scenario, parts: Sequence[RunParts]
+EPISODE_SAME = ("partitions", "rack_placement")
+"""Counts every episode of a horizon has alike (the same cluster's partitions)."""
+EPISODE_LAST = ("offline_partitions_at_end", "unavailable_partitions_at_end")
+"""Counts of the end of a run: the last episode's."""
+
+
+def merge_parts(scenario: Scenario, parts: Sequence[RunParts], *, sequential: bool = False
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The summary and time series of a run from its parts (one part, or one per lane, in any
     order): counts add up, broker-level figures are shared, distributions come from the pooled
-    samples — so a sharded run merges to exactly what one process computes."""
+    samples — so a sharded run merges to exactly what one process computes.
+
+    ``sequential``: the parts are episodes one after another (their times already on the
+    horizon's clock, in order): broker-level figures, recovery rows and time series are
+    concatenated, and rates per second are over the simulated episodes."""
     if not parts:
         raise ValueError("nothing to merge")
     counts: dict[str, Any] = {}
     for p in parts:
         counts = _add(counts, p.counts) if counts else dict(p.counts)
-    wide = {k: max(p.cluster_wide[k] for p in parts) for k in parts[0].cluster_wide}
+    if sequential:  # one cluster's partitions, one after another: not summed
+        for key in EPISODE_SAME:
+            if key in parts[0].counts:
+                counts[key] = parts[0].counts[key]
+        for key in EPISODE_LAST:
+            counts[key] = parts[-1].counts[key]
+        for b, row in counts["fetch_per_broker"].items():
+            row["NumIncrementalFetchSessions"] = \
+                parts[-1].counts["fetch_per_broker"].get(b, {}).get("NumIncrementalFetchSessions", 0)
+    combine = sum if sequential else max
+    wide = {k: combine(p.cluster_wide[k] for p in parts) for k in parts[0].cluster_wide}
+    if sequential:
+        wide["brokers"] = parts[0].cluster_wide["brokers"]
     latencies = np.concatenate([np.asarray(p.latencies_ms, dtype=np.float64) for p in parts])
     lags = np.concatenate([np.asarray(p.lags, dtype=np.int64) for p in parts])
-    duration = scenario.duration_s
+    duration = scenario.simulated_s
+    measured = sum(p.length_ms for p in parts) / 1000.0 if sequential else duration
     by_cause = {c: ms / 1000.0 for c, ms in counts.pop("unavailable_ms_by_cause").items()}
     leader_s = sum(v for c, v in by_cause.items() if c != "under_min_isr")
     by_acks = {"all": leader_s + by_cause["under_min_isr"], "1": leader_s}
@@ -439,8 +496,9 @@ def merge_parts(scenario: Scenario, parts: Sequence[RunParts]
         "crashes": wide["crashes"],
         "restarts": wide["restarts"],
         "faults_injected": wide["faults_injected"],
-        "fault_recovery": _merge_recovery(parts),
-        "fetch_path": fetch_path(counts.pop("fetch_per_broker"), duration),
+        "fault_recovery": ([row for p in parts for row in p.fault_recovery] if sequential
+                           else _merge_recovery(parts)),
+        "fetch_path": fetch_path(counts.pop("fetch_per_broker"), measured),
     }
     losses = sorted((ev for p in parts for ev in p.loss_events),
                     key=lambda e: (e["found_s"], e["tp"], e["first_offset"]))
@@ -450,7 +508,7 @@ def merge_parts(scenario: Scenario, parts: Sequence[RunParts]
     if scenario.fetcher_lanes:
         summary["fetcher_lanes"] = len(parts)
     summary["verdict"] = verdict(summary)
-    return summary, _merge_series(parts, latencies)
+    return summary, _merge_series(parts, latencies, sequential)
 
 
 def _merge_recovery(parts: Sequence[RunParts]) -> list[dict[str, Any]]:
@@ -568,13 +626,20 @@ def unexplained_losses(summary: Mapping[str, Any]) -> int:
     return int(summary.get("lost_acked_records_by_cause", {}).get("unexplained", 0))
 
 
-def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray) -> dict[str, Any]:
-    first = parts[0].series
-    out: dict[str, Any] = {"t": list(first["t"])}
-    for key in SUMMED_SERIES:
-        out[key] = [sum(vals) for vals in zip(*(p.series[key] for p in parts), strict=True)]
-    out["max_lag"] = [max(vals) for vals in zip(*(p.series["max_lag"] for p in parts),
-                                                strict=True)]
+def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray, sequential: bool = False
+                  ) -> dict[str, Any]:
+    """Lanes: one clock, values summed sample by sample; episodes (``sequential``): the
+    samples one after another."""
+    out: dict[str, Any] = {}
+    if sequential:
+        for key in ("t", *SUMMED_SERIES, "max_lag"):
+            out[key] = [v for p in parts for v in p.series[key]]
+    else:
+        out["t"] = list(parts[0].series["t"])
+        for key in SUMMED_SERIES:
+            out[key] = [sum(vals) for vals in zip(*(p.series[key] for p in parts), strict=True)]
+        out["max_lag"] = [max(vals) for vals in zip(*(p.series["max_lag"] for p in parts),
+                                                    strict=True)]
     out["mean_isr_size"] = [s / n if n else 0.0 for s, n in zip(out.pop("_isr_sum"),
                                                                  out.pop("_online"), strict=True)]
     out["mean_lag"] = [s / n if n else 0.0 for s, n in zip(out.pop("_lag_sum"),
@@ -587,7 +652,8 @@ def _merge_series(parts: Sequence[RunParts], latencies: np.ndarray) -> dict[str,
             acc[0] += e
             acc[1] += u
             acc[2] += o
-    timeline = list(parts[0].fault_timeline)
+    timeline = ([e for p in parts for e in p.fault_timeline] if sequential
+                else list(parts[0].fault_timeline))
     for t, (elected, unclean, offline) in events.items():
         timeline.append((t, report.leadership_label(elected, unclean, offline)))
     out["fault_events"] = [[t, label] for t, label in sorted(timeline, key=lambda e: e[0])]

@@ -105,6 +105,9 @@ Simulator-only settings (not Kafka's): ``sample_interval_s`` (time series), ``[c
 ``processing_ms`` and ``detect_bounces``; ``segment.index.bytes`` defaults to 8192 in the
 simulator; ``fetcher_lanes = true`` simulates each replica fetcher's partitions as an
 independent lane (:mod:`replica_core.sim.lanes`), which is what a sharded run needs.
+``horizon_days`` (instead of ``duration_s``) draws the ``[fault_rates]`` faults over days or
+years and simulates only the episodes around them, ``episode_margin_s`` of quiet time before
+and after each (:mod:`replica_core.sim.episodes`).
 
 ``--set KEY=VALUE`` overrides any of it: ``truncation=high_watermark``, ``cluster.brokers=6``,
 ``workload.acks=1``, ``topics.0.partitions=100``; any other dotted key is a Kafka config
@@ -151,7 +154,8 @@ def _bool(value: Any) -> bool:
 
 
 TOP_LEVEL = {"name": str, "seed": int, "duration_s": float, "truncation": str, "storage": str,
-             "description": str, "sample_interval_s": float, "fetcher_lanes": _bool}
+             "description": str, "sample_interval_s": float, "fetcher_lanes": _bool,
+             "horizon_days": float, "episode_margin_s": float}
 TABLES = ("cluster", "workload", "fault_rates", "network")
 
 
@@ -192,6 +196,11 @@ class Scenario:
     storage: str = "memory"
     sample_interval_s: float = 1.0
     fetcher_lanes: bool = False
+    horizon_days: float = 0.0
+    """With faults drawn over a long horizon (days), only the episodes around faults are
+    simulated (:mod:`replica_core.sim.episodes`); 0: one run of ``duration_s``."""
+    episode_margin_s: float = 60.0
+    """Quiet time simulated before an episode's first fault and after its last one ends."""
     cluster: dict[str, Any] = field(default_factory=lambda: {
         "brokers": 3, "latency_ms": 1.0, "bandwidth_mbps": 1000.0})
     configs: dict[str, Any] = field(default_factory=dict)
@@ -208,6 +217,11 @@ class Scenario:
     @property
     def acks(self) -> int:
         return parse_acks(self.workload.get("acks", "all"))
+
+    @property
+    def simulated_s(self) -> float:
+        """The simulated time the run's figures cover: the horizon, or ``duration_s``."""
+        return self.horizon_days * 86_400.0 if self.horizon_days > 0 else self.duration_s
 
     @property
     def total_partitions(self) -> int:
@@ -263,6 +277,8 @@ class Scenario:
             "fault_rates": dict(self.fault_rates),
             # only when set: a scenario without one keeps its fingerprint
             **({"network": copy.deepcopy(self.network)} if self.network else {}),
+            **({"horizon_days": self.horizon_days, "episode_margin_s": self.episode_margin_s}
+               if self.horizon_days > 0 else {}),
         }
 
 
@@ -350,6 +366,9 @@ def from_dict(doc: dict[str, Any], overrides: dict[str, Any] | None = None) -> S
                             **{k: f[k] for k in STORAGE_FAULT_KEYS if k in f}))
     kwargs["faults"] = tuple(sorted(faults, key=lambda f: f.at_s))
     kwargs["overrides"] = dict(overrides or {})
+    if "horizon_days" in doc and "duration_s" in doc:
+        raise InvalidConfigurationError(
+            "give duration_s (one run) or horizon_days (episodes over a horizon), not both")
     sc = Scenario(**kwargs)
     _validate(sc)
     return sc
@@ -362,6 +381,12 @@ def _validate(sc: Scenario) -> None:
         raise InvalidConfigurationError("storage must be memory or disk")
     if sc.duration_s <= 0:
         raise InvalidConfigurationError(f"duration_s must be positive, got {sc.duration_s:g}")
+    if sc.horizon_days < 0:
+        raise InvalidConfigurationError(
+            f"horizon_days must be positive, got {sc.horizon_days:g}")
+    if sc.episode_margin_s <= 0:
+        raise InvalidConfigurationError(
+            f"episode_margin_s must be positive, got {sc.episode_margin_s:g}")
     try:
         n = int(sc.cluster.get("brokers", 0))
     except (TypeError, ValueError):
@@ -450,6 +475,10 @@ def _validate(sc: Scenario) -> None:
         if drawn:
             raise InvalidConfigurationError(
                 f"fault_rates.{drawn[0]} needs racks: set cluster.racks (broker.rack per broker)")
+    if sc.horizon_days > 0:
+        from replica_core.sim.episodes import validate_horizon
+
+        validate_horizon(sc, rates)
     acks = parse_acks(sc.workload.get("acks", "all"))
     from replica_core.sim.producer_config import producer_settings
 
