@@ -223,3 +223,20 @@ def test_fetcher_id_in_range_and_single_fetcher_is_zero(topic, partition, n):
 def test_fetcher_id_rejects_no_fetchers():
     with pytest.raises(ValueError):
         fetcher_id("t", 0, 0)
+
+
+def test_a_lag_only_update_moves_to_the_end_without_journaling():
+    """``update_lag_and_move_to_end``: the new state is set and goes last (fair order), but
+    the partition is not journaled (its request entry is unchanged), on both maps."""
+    from replica_core.fetcher.columnar import ColumnarPartitionStates
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    for states in (PartitionStates(), ColumnarPartitionStates()):
+        states.update_and_move_to_end(a, state())
+        states.update_and_move_to_end(b, state(fetch_offset=20))
+        assert states.take_changes() == [a, b]
+        states.update_lag_and_move_to_end(a, state(lag=7))
+        assert list(states) == [b, a] and states.state_value(a) == state(lag=7)
+        assert states.take_changes() == []
+        assert [tp for tp, _ in states.ready_items(T0)] == [b, a]
+        assert states.max_state_lag() == 7

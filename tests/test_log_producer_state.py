@@ -591,3 +591,64 @@ def test_the_one_step_path_leaves_what_the_general_path_leaves():
     e1 = general.last_entry(1)
     assert in_sequence_entry(general, 1, e1.producer_epoch, e1.last_seq + 1, e1.last_seq + 1,
                              True) is None
+
+
+def test_the_one_step_path_takes_new_producers_as_the_general_path_does():
+    """A producer the partition holds nothing for: in_sequence_entry answers a new entry (any
+    sequence, KIP-360) and apply_in_sequence installs it, leaving what the general path leaves;
+    an epoch below NO_PRODUCER_EPOCH, or a transaction open in the partition, is left to the
+    general path (which refuses the first for a client)."""
+    from replica_core.errors import InvalidProducerEpochError
+    from replica_core.storage.producer_state import (
+        AppendOrigin,
+        BatchInfo,
+        ProducerStateManager,
+        analyze_and_validate_producer_state,
+        apply_in_sequence,
+        apply_producer_state_update,
+        in_sequence_entry,
+        increment_sequence,
+    )
+
+    def manager():
+        m = MemoryMedium()
+        m.makedirs(DIR)
+        return ProducerStateManager(m, DIR, ManualClock(T0))
+
+    def state(m):
+        return ([(p, e.to_snapshot_entry(), list(e.batch_metadata))
+                 for p, e in m.active_producers.items()],  # in insertion order
+                m.first_unstable_offset(), m.map_end_offset, m._oldest_txn_last_timestamp)
+
+    fast, general = manager(), manager()
+    offset = 0
+    origins = (AppendOrigin.CLIENT, AppendOrigin.REPLICATION, AppendOrigin.COORDINATOR)
+    for pid in range(40):
+        origin = origins[pid % 3]
+        epoch = (-1, 0, 3, 7)[pid % 4]
+        seq = (0, 5, 2**31 - 1)[pid % 3]
+        n = 1 + pid % 4
+        last_seq = increment_sequence(seq, n - 1)
+        b = BatchInfo(pid, epoch, seq, offset, offset + n - 1, T0 + pid)
+        entry = in_sequence_entry(fast, pid, epoch, seq, last_seq, origin is AppendOrigin.CLIENT)
+        assert entry is not None and entry.is_empty and pid not in fast.active_producers
+        apply_producer_state_update(
+            general, analyze_and_validate_producer_state(general, [b], origin), b.last_offset)
+        apply_in_sequence(fast, entry, epoch, last_seq, b.base_offset, b.last_offset,
+                          b.max_timestamp)
+        assert state(fast) == state(general)
+        offset += n
+    assert len(fast.active_producers) == 40
+    # an epoch below -1: the general path refuses it from a client, takes it when replicating
+    assert in_sequence_entry(fast, 99, -2, 0, 0, True) is None
+    with pytest.raises(InvalidProducerEpochError):
+        analyze_and_validate_producer_state(
+            fast, [BatchInfo(99, -2, 0, offset, offset, T0)], AppendOrigin.CLIENT)
+    assert in_sequence_entry(fast, 99, -2, 0, 0, False) is None
+    # a transaction open anywhere in the partition: the general path for everyone
+    upd = analyze_and_validate_producer_state(
+        general, [BatchInfo(500, 0, 0, offset, offset, T0, is_transactional=True)],
+        AppendOrigin.CLIENT)
+    apply_producer_state_update(general, upd, offset)
+    assert in_sequence_entry(general, 501, 0, 0, 0, True) is None
+    assert in_sequence_entry(general, 501, 0, 0, 0, False) is None

@@ -138,6 +138,17 @@ def test_watch_is_checked_again_after_watching(purgatory):
     assert purgatory.delayed == 0 and log == [("op", "complete")]
 
 
+def test_without_recheck_the_op_is_checked_once_then_watched(purgatory):
+    """recheck=False: the check after watching is left out; the op still waits on every key."""
+    log: list = []
+    op = Op(100, log)
+    assert not purgatory.try_complete_else_watch(op, ["k", "j"], recheck=False)
+    assert op.tries == 1 and (purgatory.watched, purgatory.delayed) == (2, 1)
+    op.ready = True
+    assert purgatory.check_and_complete("j") == 1 and log == [("op", "complete")]
+    assert purgatory.delayed == 0
+
+
 def test_watched_counts_completed_entries_until_purged(clock):
     purgatory: Purgatory[Op] = Purgatory("Fetch", clock, purge_interval=1)
     log: list = []

@@ -31,8 +31,8 @@ def cluster(**config) -> Cluster:
 
 
 def session_fetch(c: Cluster, follower: int, tps, *, session_id: int, epoch: int,
-                  forgotten=(), max_wait_ms: int = 0, callback=None):
-    req = c.fetch_request(follower, tps, max_wait_ms=max_wait_ms)
+                  forgotten=(), max_wait_ms: int = 0, callback=None, min_bytes: int = 1):
+    req = c.fetch_request(follower, tps, max_wait_ms=max_wait_ms, min_bytes=min_bytes)
     req = dataclasses.replace(req, session_id=session_id, session_epoch=epoch,
                               forgotten=tuple(forgotten))
     return c.rm(0).fetch_messages(req, callback=callback)
@@ -66,6 +66,13 @@ def test_full_then_incremental_sends_only_what_changed():
     m = c.rm(0).metrics()
     assert (m["FullFetches"], m["IncrementalFetches"], m["NumIncrementalFetchSessions"],
             m["NumIncrementalFetchPartitionsCached"]) == (1, 4, 1, 2)
+    # meters(): the same meters and session gauges, without the per-partition walk
+    meters = c.rm(0).meters()
+    assert (meters["FullFetches"], meters["IncrementalFetches"],
+            meters["NumIncrementalFetchSessions"],
+            meters["NumIncrementalFetchPartitionsCached"]) == (1, 4, 1, 2)
+    assert meters == {k: v for k, v in m.items() if k in meters}
+    assert "partitions" not in meters and "LeaderCount" not in meters
 
 
 def test_session_errors_and_closing():
@@ -131,6 +138,26 @@ def test_parked_session_fetch_completes_on_append():
     assert got[0].session_id == sid and len(got[0].partitions[0].records) > 0
     m = c.rm(0).metrics()
     assert (m["DelayedFetchCompletions.follower"], m["FetchExpiresPerSec.follower"]) == (1, 0)
+
+
+def test_parked_session_fetch_counts_bytes_until_min_bytes():
+    """Case G over a session: appends to partitions the parking request did not read count
+    their bytes (from the follower's fetch offset's position) until min_bytes is reached."""
+    c = cluster()
+    c.produce(TP, 1, acks=1)
+    one = len(c.partition(0, TP).log.read(0, 1 << 20).records)  # one produced batch
+    sid = open_session(c)
+    c.apply(1, session_fetch(c, 1, (TP,), session_id=sid, epoch=1))  # at the LEO everywhere
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=2, max_wait_ms=500,
+                         min_bytes=2 * one + 1, callback=got.append) is None
+    c.produce(TP1, 1, acks=1)
+    c.produce(TP, 1, acks=1)
+    assert got == []                 # two batches: one byte short of min_bytes
+    c.produce(TP1, 1, acks=1)
+    assert len(got) == 1             # the third reaches it
+    assert sorted((p.tp, len(p.records)) for p in got[0].partitions) == [
+        (TP, one), (TP1, 2 * one)]
 
 
 def test_parked_session_fetch_expires_after_max_wait():

@@ -45,8 +45,37 @@ def random_session(rng: np.random.Generator, cols, P: int, R: int, n: int) -> di
         sent_log_start=np.where(rng.random(n) < 0.8, lso0, rng.integers(-1, 4, n)
                                 ).astype(np.int64),
         req_epochs=np.where(rng.random(n) < 0.8, ep, rng.integers(-1, 4, n)).astype(np.int64),
-        changed=(rng.random(n) < 0.15).astype(np.uint8),
     )
+
+
+def block(order, s: dict | None = None, **columns) -> np.ndarray:
+    """The session block the kernels take (one row per column, ``SESSION_*``): ``order`` and
+    the columns of ``s`` (or keyword columns), the output row zeroed."""
+    cols = dict(s or {}, **columns)
+    lay = kernel_module("twin")
+    out = np.zeros((lay.SESSION_ROW_COUNT, len(cols["rows"])), np.int64)
+    out[lay.SESSION_ORDER, : len(order)] = order
+    for name, row in (("rows", lay.SESSION_ROWS), ("slots", lay.SESSION_SLOTS),
+                      ("fetch_offsets", lay.SESSION_FETCH_OFFSET),
+                      ("log_starts", lay.SESSION_LOG_START), ("sent_hw", lay.SESSION_SENT_HW),
+                      ("sent_log_start", lay.SESSION_SENT_LOG_START),
+                      ("req_epochs", lay.SESSION_REQ_EPOCH)):
+        if name in cols:
+            out[row] = cols[name]
+    return out
+
+
+def picked(b: np.ndarray, m: int) -> list[int]:
+    return b[kernel_module("twin").SESSION_OUT, :m].tolist()
+
+
+def test_native_and_twin_share_the_session_layout():
+    names = ("SESSION_ORDER", "SESSION_ROWS", "SESSION_SLOTS", "SESSION_FETCH_OFFSET",
+             "SESSION_LOG_START", "SESSION_SENT_HW", "SESSION_SENT_LOG_START",
+             "SESSION_REQ_EPOCH", "SESSION_OUT", "SESSION_ROW_COUNT")
+    native, twin = kernel_module("native"), kernel_module("twin")
+    assert [getattr(native, n) for n in names] == [getattr(twin, n) for n in names]
+    assert sorted(getattr(twin, n) for n in names[:-1]) == list(range(twin.SESSION_ROW_COUNT))
 
 
 def reference_fetch(cols, R: int, s: dict, n: int, apply_quiet: bool, now: int, epoch: int,
@@ -57,12 +86,12 @@ def reference_fetch(cols, R: int, s: dict, n: int, apply_quiet: bool, now: int, 
     led = rows >= 0
     r = np.maximum(rows, 0)
     flat = r * R + np.maximum(slots, 0)
-    busy = (s["changed"][:n].astype(bool) | (cols.leader_leo[r] != f)
+    busy = ((cols.leader_leo[r] != f)
             | (cols.hw[r] != s["sent_hw"][:n]) | (cols.leo.reshape(-1)[flat] != f)
             | (cols.log_start_offset[r, 0] != s["sent_log_start"][:n])
             | (cols.leader_epoch[r] != s["req_epochs"][:n])
             | (cols.in_max_isr.reshape(-1)[flat] == 0))
-    chosen = np.flatnonzero(np.where(led, busy, s["changed"][:n].astype(bool)))
+    chosen = np.flatnonzero(np.where(led, busy, True))  # not led here: answer the error
     if apply_quiet:
         for k in np.flatnonzero(led & ~busy):
             twin.follower_fetch(int(rows[k]), int(slots[k]), int(f[k]),
@@ -103,12 +132,10 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
     ref_twin = kernel_module("twin").ReplicaStateKernels(c, R)
     outs = []
     for kern in (native, twin):
-        out = np.full(n + 2, -7, np.int64)
-        m = kern.session_fetch(order, s["rows"], s["slots"], s["fetch_offsets"], s["log_starts"],
-                               s["sent_hw"], s["sent_log_start"], s["req_epochs"], s["changed"], n,
-                               apply_quiet, now,
-                               5, out)
-        outs.append(out[:m].tolist())
+        session = block(order, s)
+        session[kernel_module("twin").SESSION_OUT] = -7
+        m = kern.session_fetch(session, n, apply_quiet, now, 5)
+        outs.append(picked(session, m))
     in_order = {k: v[order] for k, v in s.items()}
     expected = [int(order[k]) for k in
                 reference_fetch(c, R, in_order, n, apply_quiet, now, 5, ref_twin)]
@@ -129,10 +156,10 @@ def test_session_pending_native_twin_and_reference_agree(P, R, n, seed):
     got = []
     for impl in ("native", "twin"):
         kern = kernel_module(impl).ReplicaStateKernels(cols, R)
-        out = np.full(n, -7, np.int64)
-        m = kern.session_pending(order, s["rows"], s["fetch_offsets"], s["sent_hw"],
-                                 s["sent_log_start"], s["req_epochs"], n, out)
-        got.append(out[:m].tolist())
+        session = block(order, s)
+        session[kernel_module("twin").SESSION_OUT] = -7
+        m = kern.session_pending(session, n)
+        got.append(picked(session, m))
     in_order = {k: v[order] for k, v in s.items()}
     assert got[0] == got[1] == [int(order[k]) for k in reference_pending(cols, in_order, n)]
     assert_same_columns(cols, before)  # a parked read changes no follower state
@@ -153,15 +180,10 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
     cols.log_start_offset[:, 0] = 3
     cols.last_caught_up_time_ms[:, :] = 0
     kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
-    rows = np.array([0, 1], np.int64)
-    slots = np.array([1, 1], np.int64)
-    fo = np.array([10, 10], np.int64)
-    out = np.zeros(2, np.int64)
-    m = kern.session_fetch(np.arange(2, dtype=np.int64), rows, slots, fo, np.zeros(2, np.int64),
-                           np.array([8, 7], np.int64),
-                           np.array([3, 3], np.int64), np.array([2, 2], np.int64),
-                           np.zeros(2, np.uint8), 2, True, T0, 4, out)
-    assert out[:m].tolist() == [1]  # partition 1's HW (8) differs from the one sent (7)
+    b = block([0, 1], rows=[0, 1], slots=[1, 1], fetch_offsets=[10, 10], log_starts=[0, 0],
+              sent_hw=[8, 7], sent_log_start=[3, 3], req_epochs=[2, 2])
+    m = kern.session_fetch(b, 2, True, T0, 4)
+    assert picked(b, m) == [1]  # partition 1's HW (8) differs from the one sent (7)
     assert cols.last_caught_up_time_ms[0, 1] == T0 and cols.broker_epoch[0, 1] == 4
     assert cols.last_caught_up_time_ms[1, 1] == 0
 
@@ -180,14 +202,13 @@ def test_leader_log_start_move_is_answered(impl):
     cols.leo[:, :] = 10
     cols.log_start_offset[0, 0] = 4
     kern = kernel_module(impl).ReplicaStateKernels(cols, 2)
-    one = lambda v: np.array([v], np.int64)  # noqa: E731
-    out = np.zeros(1, np.int64)
     for sent, expected in ((4, []), (0, [0])):
-        m = kern.session_fetch(one(0), one(0), one(1), one(10), one(0), one(10), one(sent), one(2),
-                               np.zeros(1, np.uint8), 1, False, T0, 4, out)
-        assert out[:m].tolist() == expected
-        m = kern.session_pending(one(0), one(0), one(10), one(10), one(sent), one(2), 1, out)
-        assert out[:m].tolist() == expected
+        b = block([0], rows=[0], slots=[1], fetch_offsets=[10], log_starts=[0], sent_hw=[10],
+                  sent_log_start=[sent], req_epochs=[2])
+        m = kern.session_fetch(b, 1, False, T0, 4)
+        assert picked(b, m) == expected
+        m = kern.session_pending(b, 1)
+        assert picked(b, m) == expected
 
 
 @pytest.mark.parametrize("impl", ["native", "twin"])
@@ -197,20 +218,40 @@ def test_bad_slot_raises_and_changes_nothing(impl):
     cols.n_replicas[:] = 2
     before = copy_columns(cols)
     kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
-    rows = np.array([0, 1], np.int64)
-    slots = np.array([1, 2], np.int64)  # slot 2 is past n_replicas
-    z = np.zeros(2, np.int64)
+    z = [0, 0]
+    bad_slot = block([0, 1], rows=[0, 1], slots=[1, 2])  # slot 2 is past n_replicas
     with pytest.raises(IndexError):
-        kern.session_fetch(np.arange(2, dtype=np.int64), rows, slots, z, z, z, z, z,
-                           np.zeros(2, np.uint8), 2, True, T0, 1, np.zeros(2, np.int64))
+        kern.session_fetch(bad_slot, 2, True, T0, 1)
     assert_same_columns(cols, before)
-    with pytest.raises(ValueError):  # an order shorter than the entries asked for
-        kern.session_pending(np.arange(2, dtype=np.int64), rows, z, z, z, z, 3,
-                             np.zeros(3, np.int64))
-    outside = np.array([0, 2], np.int64)  # column 2 does not exist
+    with pytest.raises(ValueError):  # more entries asked for than the block has columns
+        kern.session_pending(block([0, 1], rows=[0, 1], fetch_offsets=z), 3)
+    with pytest.raises(ValueError):  # a block missing rows
+        kern.session_pending(block([0, 1], rows=[0, 1])[:-1], 1)
+    outside = block([0, 2], rows=[0, 1], slots=[1, 1], fetch_offsets=z)  # column 2 is not there
     with pytest.raises(IndexError):
-        kern.session_pending(outside, rows, z, z, z, z, 2, np.zeros(2, np.int64))
+        kern.session_pending(outside, 2)
     with pytest.raises(IndexError):
-        kern.session_fetch(outside, rows, np.ones(2, np.int64), z, z, z, z, z,
-                           np.zeros(2, np.uint8), 2, True, T0, 1, np.zeros(2, np.int64))
+        kern.session_fetch(outside, 2, True, T0, 1)
     assert_same_columns(cols, before)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 30), seed=st.integers(0, 2**32 - 1))
+def test_session_move_to_end_native_twin_and_reference_agree(n, seed):
+    """Moving a column to the end of the session order keeps every other column in place;
+    asked for a column outside the live order it refuses and changes nothing."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(n + 2)  # two columns past the live order
+    j = int(order[int(rng.integers(0, n))])
+    expected = [c for c in order[:n].tolist() if c != j] + [j]
+    for impl in ("native", "twin"):
+        session = block(order, rows=np.full(n + 2, -1))
+        pos = kernel_module(impl).session_move_to_end(session, n, j)
+        lay = kernel_module("twin")
+        assert pos == order[:n].tolist().index(j)
+        assert session[lay.SESSION_ORDER, :n].tolist() == expected
+        assert session[lay.SESSION_ORDER, n:].tolist() == order[n:].tolist()
+        before = session.copy()
+        with pytest.raises(ValueError):
+            kernel_module(impl).session_move_to_end(session, n, int(order[n]))
+        assert np.array_equal(session, before)

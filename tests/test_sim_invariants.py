@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from conftest import load_kernel
 
+from replica_core.clock import ManualClock
 from replica_core.records import build_batch, iter_batches
 from replica_core.records.batch import kernels as batch_kernels
 from replica_core.replication.messages import TopicPartition
@@ -22,6 +23,9 @@ from replica_core.sim.invariants import (
     records_digest,
     scan_log,
 )
+from replica_core.storage.config import LogConfig
+from replica_core.storage.log_manager import LogManager
+from replica_core.storage.medium import MemoryMedium
 
 NCOLS = batch_kernels.NCOLS
 BASE = batch_kernels.COL_BASE_OFFSET
@@ -45,10 +49,11 @@ def ref_check_rows(h: np.ndarray, limit: int) -> int:
     return int(bad[0]) if len(bad) else -1
 
 
-def ref_agree_below(a: np.ndarray, b: np.ndarray, limit: int) -> bool:
+def ref_agree_below(a: np.ndarray, b: np.ndarray, limit: int, start: int = int(I64.min)) -> bool:
     def below(h):
         last = h[:, BASE] + h[:, DELTA]
-        return np.stack([h[:, BASE], last, h[:, CRC]], axis=1)[last < limit]
+        return np.stack([h[:, BASE], last, h[:, CRC]], axis=1)[(last < limit)
+                                                                & (h[:, BASE] >= start)]
     x, y = below(a), below(b)
     return x.shape == y.shape and np.array_equal(x, y)
 
@@ -87,6 +92,18 @@ def limits(rng: random.Random, h: np.ndarray) -> list[int]:
     return [v for v in out if I64.min <= v <= I64.max]
 
 
+def starts(rng: random.Random, a: np.ndarray, b: np.ndarray) -> list[int]:
+    """Start offsets for agree_below: past everything, the later first base offset of the two
+    (as the checker passes it) and a random batch's base offset and the next."""
+    out = [int(I64.max)]
+    if len(a) and len(b):
+        out.append(max(int(a[0, BASE]), int(b[0, BASE])))
+    if len(a):
+        base = int(a[rng.randrange(len(a)), BASE])
+        out += [base, base + 1]
+    return [v for v in out if I64.min <= v <= I64.max]
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_row_kernels_match_the_numpy_reference(kernel_impl):
     k = kernels(kernel_impl)
@@ -94,10 +111,15 @@ def test_row_kernels_match_the_numpy_reference(kernel_impl):
     for _ in range(3000):
         a = random_headers(rng)
         b = perturb(rng, a)
-        for limit in limits(rng, a):
+        lims = limits(rng, a)
+        for limit in lims:
             assert k.check_rows(a, limit) == ref_check_rows(a, limit), (a, limit)
             assert k.agree_below(a, b, limit) == ref_agree_below(a, b, limit), (a, b, limit)
             assert k.agree_below(b, a, limit) == ref_agree_below(b, a, limit), (a, b, limit)
+        for start in starts(rng, a, b):
+            limit = rng.choice(lims)
+            assert (k.agree_below(a, b, limit, start)
+                    == ref_agree_below(a, b, limit, start)), (a, b, limit, start)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -108,9 +130,13 @@ def test_row_kernels_native_and_twin_agree():
     for _ in range(2000):
         a = random_headers(rng)
         b = perturb(rng, a)
-        for limit in limits(rng, a):
+        lims = limits(rng, a)
+        for limit in lims:
             assert native.check_rows(a, limit) == twin.check_rows(a, limit)
             assert native.agree_below(a, b, limit) == twin.agree_below(a, b, limit)
+        for start in starts(rng, a, b):
+            limit = rng.choice(lims)
+            assert native.agree_below(a, b, limit, start) == twin.agree_below(a, b, limit, start)
 
 
 @pytest.mark.parametrize("bad", [np.zeros((2, NCOLS), dtype=np.int32),
@@ -151,6 +177,7 @@ class FakeLog:
         self.high_watermark = 0
         self.log_start_offset = log_start_offset
         self.expired = expired or []   # batches retention removed (below the log start)
+        self.segments_made = True
 
 
 class FakePartition:
@@ -532,6 +559,27 @@ def test_log_scan_and_log_batches_match_iter_batches():
                 for (k, pos, size), b in zip(rows[:, 4:].tolist(), want, strict=True):
                     assert bytes(files[k].view(pos, size)) == b["raw"]
                 assert starts == sorted(starts) and len(starts) == len(files)
+
+
+def test_log_scan_of_a_new_log_leaves_its_segment_unmade():
+    """A log just created (its one empty segment not built yet) scans as no batches without
+    being built; once written, its batches are found."""
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    lm = LogManager(["/d"], LogConfig.from_properties({"segment.index.bytes": 4096}),
+                    medium=medium, clock=ManualClock(1_700_000_000_000))
+    lm.startup()
+    lg = lm.create_log("t", 0)
+    assert not lg.segments_made
+    headers, files, starts = scan_log(lg)
+    assert (len(headers), files, starts) == (0, [], [])
+    assert not lg.segments_made  # the scan did not build it
+    lg.append_as_leader(build_batch([b"a", b"b"]), leader_epoch=0)
+    assert lg.segments_made
+    headers, files, starts = scan_log(lg)
+    assert headers[:, BASE].tolist() == [0] and len(files) == 1 and starts == [0]
+    assert (headers[0, DELTA], headers[0, CRC_OK]) == (1, 1)
+    lm.shutdown()
 
 
 # ---- the periodic rotation ------------------------------------------------------------------

@@ -68,3 +68,67 @@ def test_run_until_time_is_step_repeated():
     a.advance(100)
     b.run_until(lambda: False, max_ms=end + 100 - b.now)
     assert seen_a == seen_b
+
+
+def _timeout_loop(seed: int, fifo: bool) -> tuple[EventLoop, list]:
+    """Requests with timeouts of a few fixed delays, most cancelled by an answer, among other
+    events at the same milliseconds; timeouts through ``call_later_fifo`` when ``fifo``."""
+    loop = EventLoop(seed=seed)
+    seen: list = []
+    pending: list = []
+
+    def timeout(name: str) -> None:
+        seen.append((loop.now, "timeout", name))
+
+    def tick(name: str, depth: int) -> None:
+        seen.append((loop.now, "tick", name))
+        rng = loop.rng
+        if depth < 4:
+            for k in range(int(rng.integers(1, 4))):
+                delay = int(rng.choice([5, 5, 20, 0]))
+                if fifo:
+                    pending.append(loop.call_later_fifo(delay, timeout, f"{name}.{k}"))
+                else:
+                    pending.append(loop.call_later(delay, timeout, f"{name}.{k}"))
+                loop.call_later(int(rng.integers(0, 12)), tick, f"{name}.{k}", depth + 1)
+        for _ in range(int(rng.integers(0, 3))):  # answers cancel some timeouts in flight
+            if pending:
+                pending.pop(int(rng.integers(0, len(pending)))).cancel()
+        if rng.random() < 0.3:
+            loop.post_at(loop.now + int(rng.integers(0, 6)), seen.append, (loop.now, "post", name))
+
+    for i in range(4):
+        loop.call_later(2 * i, tick, str(i), 0)
+    return loop, seen
+
+
+def test_fifo_timers_run_exactly_where_heap_timers_would():
+    """call_later_fifo (a lane per delay) gives the events, order, times and counts of
+    call_later, under cancellation, same-millisecond ties, advance, step and run_until."""
+    for seed in range(8):
+        a, seen_a = _timeout_loop(seed, fifo=False)
+        b, seen_b = _timeout_loop(seed, fifo=True)
+        a.advance(17)
+        b.advance(17)
+        assert seen_a == seen_b and a.events_run == b.events_run
+        end = a.now + 9
+        while (nxt := a.next_event_ms()) is not None and nxt <= end:
+            a.step()
+        while (nxt := b.next_event_ms()) is not None and nxt <= end:
+            b.step()
+        assert seen_a == seen_b
+        a.run_until(lambda: False, max_ms=200)
+        b.run_until(lambda: False, max_ms=200)
+        assert seen_a == seen_b and a.events_run == b.events_run and a.now == b.now
+        assert any(kind == "timeout" for _, kind, _ in seen_a)
+        assert len(seen_a) > 30
+
+
+def test_post_at_runs_in_order_and_clamps_to_now():
+    loop = EventLoop(seed=1)
+    seen: list = []
+    loop.post_at(loop.now + 5, seen.append, "b")
+    loop.call_at(loop.now + 5, seen.append, "c")
+    loop.post_at(loop.now - 10, seen.append, "a")  # in the past: runs now
+    loop.advance(10)
+    assert seen == ["a", "b", "c"] and loop.events_run == 3

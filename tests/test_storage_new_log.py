@@ -202,6 +202,26 @@ def test_deferred_parts_are_built_as_they_would_have_been():
     assert seg.offset_index.max_entries == 512 and seg.time_index.max_entries == 341
 
 
+def test_a_read_builds_the_offset_index_and_the_next_append_still_defers_the_time_index():
+    """A leader's segment is read (by its followers) before it is appended to: the read builds
+    the offset index; the append's roll check answers from it and the time index's known
+    emptiness, without building the time index (below index.interval.bytes: no entry)."""
+    medium = MemoryMedium()
+    medium.makedirs("/data")
+    lg = Log.open("/data/t-0", CFG, medium=medium, clock=ManualClock(T0))
+    lg.append_as_leader(_batch(), leader_epoch=0)
+    seg = lg.active_segment
+    lg.read(0, 1_000_000)
+    assert seg._offset_index is not None and seg._time_index is None
+    assert not seg.roll_needed(100, T0, lg.log_end_offset, T0, 1 << 30, 1 << 40)
+    lg.append_as_leader(_batch(), leader_epoch=0)
+    assert seg._time_index is None and lg.log_end_offset == 6
+    # what the built index says is what the check assumed
+    assert seg.time_index.entries == 0 and not seg.time_index.is_full()
+    # an offset that cannot be stored relative to the base still asks for a roll
+    assert seg.roll_needed(100, T0, 2**31 + 5, T0, 1 << 30, 1 << 40)
+
+
 def test_log_manager_creates_new_logs_the_short_way():
     medium = MemoryMedium()
     medium.makedirs("/d")

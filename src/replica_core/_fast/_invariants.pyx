@@ -7,7 +7,7 @@ several of them stacked), one row per batch in log order. A batch's last offset 
 + last offset delta, wrapping in two's complement like the numpy expression it replaces.
 """
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport INT64_MIN, int64_t, uint64_t
 
 from replica_core.records.batch import kernels as _layout
 
@@ -55,18 +55,20 @@ def check_rows(cnp.ndarray h not None, int64_t limit):
     return bad
 
 
-def agree_below(cnp.ndarray a not None, cnp.ndarray b not None, int64_t limit):
-    """Whether the batches of ``a`` and of ``b`` whose last offset is below ``limit`` form the
-    same sequence of (base offset, last offset, stored CRC)."""
+def agree_below(cnp.ndarray a not None, cnp.ndarray b not None, int64_t limit,
+                int64_t start=INT64_MIN):
+    """Whether the batches of ``a`` and of ``b`` whose last offset is below ``limit`` (and
+    whose base offset is at least ``start``) form the same sequence of (base offset, last
+    offset, stored CRC)."""
     cdef Py_ssize_t na = 0, nb = 0, i = 0, j = 0
     cdef const int64_t *pa = _rows(a, &na)
     cdef const int64_t *pb = _rows(b, &nb)
     cdef const int64_t *ra
     cdef const int64_t *rb
     while True:
-        while i < na and _last(pa + i * C_NCOLS) >= limit:
+        while i < na and (_last(pa + i * C_NCOLS) >= limit or pa[i * C_NCOLS + C_BASE] < start):
             i += 1
-        while j < nb and _last(pb + j * C_NCOLS) >= limit:
+        while j < nb and (_last(pb + j * C_NCOLS) >= limit or pb[j * C_NCOLS + C_BASE] < start):
             j += 1
         if i == na or j == nb:
             break

@@ -4,6 +4,18 @@ import numpy as np
 import numpy.typing as npt
 
 COMMITTED: int
+SESSION_ORDER: int
+SESSION_ROWS: int
+SESSION_SLOTS: int
+SESSION_FETCH_OFFSET: int
+SESSION_LOG_START: int
+SESSION_SENT_HW: int
+SESSION_SENT_LOG_START: int
+SESSION_REQ_EPOCH: int
+SESSION_OUT: int
+SESSION_ROW_COUNT: int
+
+def session_move_to_end(session: npt.NDArray[np.int64], n: int, j: int) -> int: ...
 
 class ReplicaStateKernels:
     num_partitions: int
@@ -32,32 +44,13 @@ class ReplicaStateKernels:
     ) -> int: ...
     def session_fetch(
         self,
-        order: npt.NDArray[np.int64],
-        rows: npt.NDArray[np.int64],
-        slots: npt.NDArray[np.int64],
-        fetch_offsets: npt.NDArray[np.int64],
-        log_starts: npt.NDArray[np.int64],
-        sent_hw: npt.NDArray[np.int64],
-        sent_log_start: npt.NDArray[np.int64],
-        req_epochs: npt.NDArray[np.int64],
-        changed: npt.NDArray[np.uint8],
+        session: npt.NDArray[np.int64],
         n: int,
         apply_quiet: bool,
         fetch_time_ms: int,
         broker_epoch: int,
-        out: npt.NDArray[np.int64],
     ) -> int: ...
-    def session_pending(
-        self,
-        order: npt.NDArray[np.int64],
-        rows: npt.NDArray[np.int64],
-        fetch_offsets: npt.NDArray[np.int64],
-        sent_hw: npt.NDArray[np.int64],
-        sent_log_start: npt.NDArray[np.int64],
-        req_epochs: npt.NDArray[np.int64],
-        n: int,
-        out: npt.NDArray[np.int64],
-    ) -> int: ...
+    def session_pending(self, session: npt.NDArray[np.int64], n: int) -> int: ...
     def is_caught_up(self, p: int, r: int, now_ms: int, max_lag_ms: int) -> bool: ...
     def hw_candidate(self, p: int, now_ms: int, max_lag_ms: int) -> int: ...
     def maybe_increment_hw(self, p: int, now_ms: int, max_lag_ms: int) -> bool: ...

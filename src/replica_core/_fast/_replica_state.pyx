@@ -18,6 +18,31 @@ cdef enum:
 
 COMMITTED = ST_COMMITTED  # IsrState.COMMITTED
 
+# A leader's fetch session as one C-contiguous (SESSION_COLUMNS, capacity) int64 block, one row
+# per column (``FetchSession.columns``): the session kernels take it as a single buffer.
+cdef enum:
+    S_ORDER = 0           # column indexes in session order (the first n are live)
+    S_ROWS = 1            # state-table row, -1 where not led here
+    S_SLOTS = 2           # the follower's replica slot in that row
+    S_FETCH_OFFSET = 3    # the request's fetch offset
+    S_LOG_START = 4       # the follower's log start offset
+    S_SENT_HW = 5         # the HW last sent (-1: none / after an error)
+    S_SENT_LOG_START = 6  # the leader's log start last sent
+    S_REQ_EPOCH = 7       # the request's current leader epoch
+    S_OUT = 8             # kernel output: the columns picked, in session order
+    SESSION_COLUMNS = 9
+
+SESSION_ORDER = S_ORDER
+SESSION_ROWS = S_ROWS
+SESSION_SLOTS = S_SLOTS
+SESSION_FETCH_OFFSET = S_FETCH_OFFSET
+SESSION_LOG_START = S_LOG_START
+SESSION_SENT_HW = S_SENT_HW
+SESSION_SENT_LOG_START = S_SENT_LOG_START
+SESSION_REQ_EPOCH = S_REQ_EPOCH
+SESSION_OUT = S_OUT
+SESSION_ROW_COUNT = SESSION_COLUMNS
+
 
 # Typed pointers, copied into locals by every loop: stores through the uint8 outputs (a char
 # type, which may alias anything) then cannot force the column pointers to be reloaded.
@@ -140,6 +165,29 @@ cdef object _flat(object a):
     return a.reshape(-1)
 
 
+cpdef Py_ssize_t session_move_to_end(int64_t[:, ::1] session, Py_ssize_t n,
+                                     int64_t j) except -1:
+    """Move column ``j`` to the end of the first ``n`` entries of the session order (closing
+    its gap); its former position. ValueError if ``j`` is not among them."""
+    cdef Py_ssize_t k, pos = -1
+    if session.shape[0] < SESSION_COLUMNS or n < 0 or n > session.shape[1]:
+        raise ValueError(f"{n} session entries do not fit a block of shape "
+                         f"({session.shape[0]}, {session.shape[1]})")
+    cdef int64_t* order = &session[S_ORDER, 0] if n else NULL
+    with nogil:
+        for k in range(n):
+            if order[k] == j:
+                pos = k
+                break
+        if pos >= 0:
+            for k in range(pos, n - 1):
+                order[k] = order[k + 1]
+            order[n - 1] = j
+    if pos < 0:
+        raise ValueError(f"column {j} is not in the session order")
+    return pos
+
+
 cdef class ReplicaStateKernels:
     """One table's columns, with the §6 rules as methods."""
 
@@ -252,14 +300,21 @@ cdef class ReplicaStateKernels:
         return changed
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
-    cdef int _check_session(self, const int64_t[::1] order, const int64_t[::1] rows,
-                            const int64_t[::1] slots, Py_ssize_t n, Py_ssize_t cap,
+    cdef int _check_session(self, const int64_t[:, ::1] session, Py_ssize_t n,
                             bint with_slots) except -1:
-        """Every ``order[k]`` (k < n) a column index below ``cap``; every led row a partition
-        and, ``with_slots``, a follower slot of it."""
-        cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions
+        """The session block has every column, ``n`` fits it, every ``order[k]`` (k < n) is a
+        column index, every led row a partition and, ``with_slots``, a follower slot of it."""
+        cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions, cap
         cdef int64_t p, r
         cdef Cols c = self.c
+        if session.shape[0] < SESSION_COLUMNS:
+            raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
+        cap = session.shape[1]
+        if n < 0 or n > cap:
+            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        cdef const int64_t* order = &session[S_ORDER, 0] if cap else NULL
+        cdef const int64_t* rows = &session[S_ROWS, 0] if cap else NULL
+        cdef const int64_t* slots = &session[S_SLOTS, 0] if cap else NULL
         with nogil:
             for k in range(n):
                 j = order[k]
@@ -285,41 +340,41 @@ cdef class ReplicaStateKernels:
             raise IndexError(f"no partition {rows[bad]}")
         return 0
 
-    cpdef Py_ssize_t session_fetch(self, const int64_t[::1] order, const int64_t[::1] rows,
-                                   const int64_t[::1] slots,
-                                   const int64_t[::1] fetch_offsets,
-                                   const int64_t[::1] log_starts, const int64_t[::1] sent_hw,
-                                   const int64_t[::1] sent_log_start,
-                                   const int64_t[::1] req_epochs, const uint8_t[::1] changed,
-                                   Py_ssize_t n, bint apply_quiet, int64_t fetch_time_ms,
-                                   int64_t broker_epoch, int64_t[::1] out) except -1:
-        """A follower's session fetch on the leader over the session's columns, visiting
-        column ``j = order[k]`` for ``k < n`` (session order): writes to ``out``, in that order,
-        the columns to read and returns their count; a quiet column (led here, in the maximal
-        ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
-        this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
-        here (``rows[j] < 0``): read only when changed, to answer its error."""
-        cdef Py_ssize_t k, j, m = 0, i, cap
+    cpdef Py_ssize_t session_fetch(self, int64_t[:, ::1] session, Py_ssize_t n,
+                                   bint apply_quiet, int64_t fetch_time_ms,
+                                   int64_t broker_epoch) except -1:
+        """A follower's session fetch on the leader over the session's block (rows as
+        ``SESSION_*``), visiting column ``j = order[k]`` for ``k < n`` (session order): writes
+        to the ``out`` row, in that order, the columns to read and returns their count; a
+        quiet column (led here, in the maximal ISR, caught up, same HW, log start (slot 0's)
+        and epoch as last sent) gets the §6.2 fetch-state update at once when
+        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error."""
+        cdef Py_ssize_t k, j, m = 0, i
         cdef int64_t p, f
         cdef Cols c = self.c
-        cap = min(rows.shape[0], slots.shape[0], fetch_offsets.shape[0], log_starts.shape[0],
-                  sent_hw.shape[0], sent_log_start.shape[0], req_epochs.shape[0],
-                  changed.shape[0])
-        if order.shape[0] < n or out.shape[0] < n:
-            raise ValueError("session order or out shorter than n")
-        self._check_session(order, rows, slots, n, cap, True)
+        self._check_session(session, n, True)
+        if n == 0:
+            return 0
+        cdef const int64_t* order = &session[S_ORDER, 0]
+        cdef const int64_t* rows = &session[S_ROWS, 0]
+        cdef const int64_t* slots = &session[S_SLOTS, 0]
+        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
+        cdef const int64_t* log_starts = &session[S_LOG_START, 0]
+        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
+        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
+        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
+        cdef int64_t* out = &session[S_OUT, 0]
         with nogil:
             for k in range(n):
                 j = order[k]
                 p = rows[j]
                 if p < 0:
-                    if changed[j]:
-                        out[m] = j
-                        m += 1
+                    out[m] = j
+                    m += 1
                     continue
                 f = fetch_offsets[j]
                 i = p * c.R + slots[j]
-                if (changed[j] or c.leader_leo[p] != f or c.hw[p] != sent_hw[j] or c.leo[i] != f
+                if (c.leader_leo[p] != f or c.hw[p] != sent_hw[j] or c.leo[i] != f
                         or c.lso[p * c.R] != sent_log_start[j]
                         or c.epoch[p] != req_epochs[j] or not c.in_max[i]):
                     out[m] = j
@@ -328,24 +383,24 @@ cdef class ReplicaStateKernels:
                     _fetch(c, i, f, log_starts[j], fetch_time_ms, c.leader_leo[p], broker_epoch)
         return m
 
-    cpdef Py_ssize_t session_pending(self, const int64_t[::1] order, const int64_t[::1] rows,
-                                     const int64_t[::1] fetch_offsets,
-                                     const int64_t[::1] sent_hw,
-                                     const int64_t[::1] sent_log_start,
-                                     const int64_t[::1] req_epochs,
-                                     Py_ssize_t n, int64_t[::1] out) except -1:
+    cpdef Py_ssize_t session_pending(self, int64_t[:, ::1] session, Py_ssize_t n) except -1:
         """A parked session fetch: the columns ``order[k]`` (``k < n``) with something to send
-        now, in order — led here with new records, a new HW, log start or epoch, or fetched but
-        no longer led here (``rows[j] < 0``, ``fetch_offsets[j] >= 0``: answered with the
-        error)."""
-        cdef Py_ssize_t k, j, m = 0, cap
+        now, written in order to the ``out`` row; their count — led here with new records, a
+        new HW, log start or epoch, or fetched but no longer led here (``rows[j] < 0``,
+        ``fetch_offsets[j] >= 0``: answered with the error)."""
+        cdef Py_ssize_t k, j, m = 0
         cdef int64_t p, f
         cdef Cols c = self.c
-        cap = min(rows.shape[0], fetch_offsets.shape[0], sent_hw.shape[0],
-                  sent_log_start.shape[0], req_epochs.shape[0])
-        if order.shape[0] < n or out.shape[0] < n:
-            raise ValueError("session order or out shorter than n")
-        self._check_session(order, rows, rows, n, cap, False)
+        self._check_session(session, n, False)
+        if n == 0:
+            return 0
+        cdef const int64_t* order = &session[S_ORDER, 0]
+        cdef const int64_t* rows = &session[S_ROWS, 0]
+        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
+        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
+        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
+        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
+        cdef int64_t* out = &session[S_OUT, 0]
         with nogil:
             for k in range(n):
                 j = order[k]

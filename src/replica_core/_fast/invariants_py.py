@@ -46,9 +46,11 @@ def check_rows(h: Any, limit: int) -> int:
     return NONE
 
 
-def agree_below(a: Any, b: Any, limit: int) -> bool:
-    """Whether the batches of ``a`` and of ``b`` whose last offset is below ``limit`` form the
-    same sequence of (base offset, last offset, stored CRC)."""
+def agree_below(a: Any, b: Any, limit: int, start: int = -(2**63)) -> bool:
+    """Whether the batches of ``a`` and of ``b`` whose last offset is below ``limit`` (and
+    whose base offset is at least ``start``) form the same sequence of (base offset, last
+    offset, stored CRC)."""
     def below(h: Any) -> list[tuple[int, int, int]]:
-        return [(r[_BASE], _last(r), r[_CRC]) for r in _rows(h) if _last(r) < limit]
+        return [(r[_BASE], _last(r), r[_CRC]) for r in _rows(h)
+                if _last(r) < limit and r[_BASE] >= start]
     return below(a) == below(b)

@@ -11,6 +11,19 @@ from typing import Any
 
 COMMITTED = 0  # IsrState.COMMITTED
 
+# A leader's fetch session as one (SESSION_ROW_COUNT, capacity) int64 block, one row per column
+# (``FetchSession.columns``): the session kernels take it as a single buffer.
+SESSION_ORDER = 0  # column indexes in session order (the first n are live)
+SESSION_ROWS = 1  # state-table row, -1 where not led here
+SESSION_SLOTS = 2  # the follower's replica slot in that row
+SESSION_FETCH_OFFSET = 3  # the request's fetch offset
+SESSION_LOG_START = 4  # the follower's log start offset
+SESSION_SENT_HW = 5  # the HW last sent (-1: none / after an error)
+SESSION_SENT_LOG_START = 6  # the leader's log start last sent
+SESSION_REQ_EPOCH = 7  # the request's current leader epoch
+SESSION_OUT = 8  # kernel output: the columns picked, in session order
+SESSION_ROW_COUNT = 9
+
 
 def _flat(a: Any) -> Any:
     if not hasattr(a, "reshape"):
@@ -18,6 +31,21 @@ def _flat(a: Any) -> Any:
     if not a.flags.c_contiguous:
         raise ValueError("columns must be C-contiguous")
     return a.reshape(-1)
+
+
+def session_move_to_end(session: Any, n: int, j: int) -> int:
+    """Move column ``j`` to the end of the first ``n`` entries of the session order (closing
+    its gap); its former position. ValueError if ``j`` is not among them."""
+    if len(session) < SESSION_ROW_COUNT or n < 0 or n > len(session[SESSION_ORDER]):
+        raise ValueError(f"{n} session entries do not fit the block")
+    order = session[SESSION_ORDER]
+    for pos in range(n):
+        if int(order[pos]) == j:
+            for k in range(pos, n - 1):
+                order[k] = order[k + 1]
+            order[n - 1] = j
+            return pos
+    raise ValueError(f"column {j} is not in the session order")
 
 
 class ReplicaStateKernels:
@@ -108,14 +136,17 @@ class ReplicaStateKernels:
         return changed
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
-    def _check_session(self, order: Any, rows: Any, slots: Any, n: int, cap: int,
-                       with_slots: bool) -> None:
+    def _check_session(self, session: Any, n: int, with_slots: bool) -> None:
+        if len(session) < SESSION_ROW_COUNT:
+            raise ValueError(f"a session block has {SESSION_ROW_COUNT} rows, not {len(session)}")
+        cap = len(session[SESSION_ORDER])
+        if n < 0 or n > cap:
+            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        order, rows, slots = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_SLOTS]
         for k in range(n):
             j = int(order[k])
             if j < 0 or j >= cap:
                 raise IndexError(f"session order entry {j} outside the columns")
-        for k in range(n):
-            j = int(order[k])
             p = int(rows[j])
             if p < 0:
                 continue
@@ -124,29 +155,26 @@ class ReplicaStateKernels:
             elif p >= self.num_partitions:
                 raise IndexError(f"no partition {p}")
 
-    def session_fetch(self, order: Any, rows: Any, slots: Any, fetch_offsets: Any,
-                      log_starts: Any, sent_hw: Any, sent_log_start: Any, req_epochs: Any,
-                      changed: Any, n: int, apply_quiet: bool, fetch_time_ms: int,
-                      broker_epoch: int, out: Any) -> int:
-        """A follower's session fetch on the leader over the session's columns, visiting
-        column ``j = order[k]`` for ``k < n`` (session order): writes to ``out``, in that order,
-        the columns to read and returns their count; a quiet column (led here, in the maximal
-        ISR, caught up, same HW, log start (slot 0's) and epoch as last sent, not changed by
-        this request) gets the §6.2 fetch-state update at once when ``apply_quiet``. Not led
-        here (``rows[j] < 0``): read only when changed, to answer its error."""
-        if len(order) < n or len(out) < n:
-            raise ValueError("session order or out shorter than n")
-        cap = min(len(rows), len(slots), len(fetch_offsets), len(log_starts), len(sent_hw),
-                  len(sent_log_start), len(req_epochs), len(changed))
-        self._check_session(order, rows, slots, n, cap, True)
+    def session_fetch(self, session: Any, n: int, apply_quiet: bool, fetch_time_ms: int,
+                      broker_epoch: int) -> int:
+        """A follower's session fetch on the leader over the session's block (rows as
+        ``SESSION_*``), visiting column ``j = order[k]`` for ``k < n`` (session order): writes
+        to the ``out`` row, in that order, the columns to read and returns their count; a
+        quiet column (led here, in the maximal ISR, caught up, same HW, log start (slot 0's)
+        and epoch as last sent) gets the §6.2 fetch-state update at once when
+        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error."""
+        self._check_session(session, n, True)
+        order, rows, slots = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_SLOTS]
+        fetch_offsets, log_starts = session[SESSION_FETCH_OFFSET], session[SESSION_LOG_START]
+        sent_hw, sent_log_start = session[SESSION_SENT_HW], session[SESSION_SENT_LOG_START]
+        req_epochs, out = session[SESSION_REQ_EPOCH], session[SESSION_OUT]
         m = 0
         for k in range(n):
             j = int(order[k])
             p = int(rows[j])
             if p < 0:
-                if changed[j]:
-                    out[m] = j
-                    m += 1
+                out[m] = j
+                m += 1
                 continue
             f = int(fetch_offsets[j])
             i = p * self.max_replicas + int(slots[j])
@@ -156,24 +184,23 @@ class ReplicaStateKernels:
                         != int(sent_log_start[j])
                         or int(self.leader_epoch[p]) != int(req_epochs[j]))
             follower_moved = int(self.leo[i]) != f or not self.in_max_isr[i]
-            if changed[j] or has_news or follower_moved:
+            if has_news or follower_moved:
                 out[m] = j
                 m += 1
             elif apply_quiet:
                 self._fetch(i, f, int(log_starts[j]), int(fetch_time_ms), lleo, int(broker_epoch))
         return m
 
-    def session_pending(self, order: Any, rows: Any, fetch_offsets: Any, sent_hw: Any,
-                        sent_log_start: Any, req_epochs: Any, n: int, out: Any) -> int:
+    def session_pending(self, session: Any, n: int) -> int:
         """A parked session fetch: the columns ``order[k]`` (``k < n``) with something to send
-        now, in order — led here with new records, a new HW, log start or epoch, or fetched but
-        no longer led here (``rows[j] < 0``, ``fetch_offsets[j] >= 0``: answered with the
-        error)."""
-        if len(order) < n or len(out) < n:
-            raise ValueError("session order or out shorter than n")
-        cap = min(len(rows), len(fetch_offsets), len(sent_hw), len(sent_log_start),
-                  len(req_epochs))
-        self._check_session(order, rows, rows, n, cap, False)
+        now, written in order to the ``out`` row; their count — led here with new records, a
+        new HW, log start or epoch, or fetched but no longer led here (``rows[j] < 0``,
+        ``fetch_offsets[j] >= 0``: answered with the error)."""
+        self._check_session(session, n, False)
+        order, rows = session[SESSION_ORDER], session[SESSION_ROWS]
+        fetch_offsets, sent_hw = session[SESSION_FETCH_OFFSET], session[SESSION_SENT_HW]
+        sent_log_start, req_epochs = session[SESSION_SENT_LOG_START], session[SESSION_REQ_EPOCH]
+        out = session[SESSION_OUT]
         m = 0
         for k in range(n):
             j = int(order[k])

@@ -211,6 +211,8 @@ class FetchSessionHandler:
     def verify_full_fetch_response_partitions(self, partitions: Set[TopicPartition]) -> str | None:
         """None if a full response holds exactly the session's partitions, else a description
         naming the omitted and the extra ones (verifyFullFetchResponsePartitions)."""
+        if self.session_partitions.keys() == partitions:
+            return None  # the common answer, in one set comparison
         extra = find_missing(partitions, self.session_partitions.keys())
         omitted = find_missing(self.session_partitions, partitions)
         if not extra and not omitted:
@@ -226,6 +228,8 @@ class FetchSessionHandler:
             self, partitions: Set[TopicPartition]) -> str | None:
         """None if an incremental response holds only session partitions, else a description
         naming the extra ones (verifyIncrementalFetchResponsePartitions)."""
+        if self.session_partitions.keys() >= partitions:
+            return None  # the common answer, in one set comparison
         extra = find_missing(partitions, self.session_partitions.keys())
         if not extra:
             return None

@@ -1010,15 +1010,20 @@ class ReplicaFetcher:
                     gauge = lag_stats.get_and_maybe_put(tp)
                 gauge.lag = lag
                 # An idle partition (nothing appended, lag known) keeps its state object as is.
-                if (valid_bytes > 0 or current.lag is None) and tp in self.partition_states:
+                if valid_bytes > 0 and tp in self.partition_states:
                     lle = info.last_leader_epoch
                     last_fetched_epoch = lle if lle is not None and lle >= 0 \
                         else current.last_fetched_epoch
                     self.partition_states.update_and_move_to_end(tp, PartitionFetchState(
                         next_offset, lag, current.current_leader_epoch, None, FETCHING,
                         last_fetched_epoch, current.topic_id))
-                    if valid_bytes > 0:
-                        self.fetcher_stats.byte_rate.mark(valid_bytes)
+                    self.fetcher_stats.byte_rate.mark(valid_bytes)
+                elif current.lag is None and tp in self.partition_states:
+                    # nothing appended: only the lag becomes known; the request entry is the
+                    # same, so the next incremental build need not look at it
+                    self.partition_states.update_lag_and_move_to_end(tp, PartitionFetchState(
+                        next_offset, lag, current.current_leader_epoch, None, FETCHING,
+                        current.last_fetched_epoch, current.topic_id))
             except (CorruptRecordError, InvalidRecordError):
                 # Possibly transient (a torn read on the leader): retry after the backoff.
                 log.exception("%s: invalid records for %s at %d", self.name, tp,

@@ -31,7 +31,10 @@ TRUNCATING = ReplicaState.TRUNCATING
 FETCHING = ReplicaState.FETCHING
 
 
-@dataclass(frozen=True, slots=True)
+_set = object.__setattr__
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class PartitionFetchState:
     """Where a follower is for one partition (§7.1). Immutable: derive new states with
     :meth:`updated` or :meth:`delayed`, as Kafka copies its case class.
@@ -47,6 +50,19 @@ class PartitionFetchState:
     state: ReplicaState = FETCHING
     last_fetched_epoch: int | None = None
     topic_id: str | None = None
+
+    def __init__(self, fetch_offset: int, lag: int | None, current_leader_epoch: int,
+                 delay_until_ms: int | None = None, state: ReplicaState = FETCHING,
+                 last_fetched_epoch: int | None = None, topic_id: str | None = None) -> None:
+        # the dataclass __init__ with the frozen class's setter bound once (a fetcher makes
+        # one state per partition per data round)
+        _set(self, "fetch_offset", fetch_offset)
+        _set(self, "lag", lag)
+        _set(self, "current_leader_epoch", current_leader_epoch)
+        _set(self, "delay_until_ms", delay_until_ms)
+        _set(self, "state", state)
+        _set(self, "last_fetched_epoch", last_fetched_epoch)
+        _set(self, "topic_id", topic_id)
 
     def is_delayed(self, now_ms: int) -> bool:
         """A delay is set and not yet due (DelayedItem.getDelay > 0)."""
@@ -183,6 +199,14 @@ class PartitionStates(Generic[K, S]):
         self._map[tp] = state
         self._to_end(tp)
         self._note(tp, state)
+
+    def update_lag_and_move_to_end(self, tp: K, state: S) -> None:
+        """:meth:`update_and_move_to_end` for a state that differs from ``tp``'s current one in
+        its ``lag`` alone (so in nothing its fetch request entry, readiness or delay is made
+        of): not journaled, as the next incremental request would find its entry unchanged."""
+        self._map.pop(tp, None)
+        self._map[tp] = state
+        self._to_end(tp)
 
     def update(self, tp: K, state: S) -> None:
         """Set ``tp``'s state in place (appended last if absent)."""

@@ -69,6 +69,7 @@ __all__ = [
     "LogAppendInfo",
     "ValidationResult",
     "analyze_and_validate",
+    "analyze_follower_batch",
     "analyze_validate_and_assign",
     "fast_target_codec",
     "trim_invalid_bytes",
@@ -98,6 +99,16 @@ _FAST_TARGETS = {"producer": -1, **{name: cid for cid, name in CODEC_NAMES.items
 _ORIGIN_CLIENT = {"client": True, "replication": False, "coordinator": False}
 # What a bad argument makes the kernel raise; the general path then raises its own error.
 _FAST_ARG_ERRORS = (OverflowError, TypeError, BufferError, ValueError)
+_STOP_END = kernels.STOP_END
+_COL_BASE_OFFSET = kernels.COL_BASE_OFFSET
+_COL_LAST_OFFSET_DELTA = kernels.COL_LAST_OFFSET_DELTA
+_COL_ATTRIBUTES = kernels.COL_ATTRIBUTES
+_COL_MAGIC = kernels.COL_MAGIC
+_COL_SIZE = kernels.COL_SIZE
+_COL_CRC_OK = kernels.COL_CRC_OK
+_COL_MAX_TIMESTAMP = kernels.COL_MAX_TIMESTAMP
+_COL_PARTITION_LEADER_EPOCH = kernels.COL_PARTITION_LEADER_EPOCH
+_COL_RECORD_COUNT = kernels.COL_RECORD_COUNT
 
 
 @dataclass
@@ -242,6 +253,37 @@ def analyze_and_validate(buffer: Buffer, origin: str, *,
         last_offset_of_first_batch=lasts[0] if n else -1,
         offsets_monotonic=monotonic,
     )
+
+
+def analyze_follower_batch(buffer: bytes | memoryview) -> tuple[LogAppendInfo, list[int]] | None:
+    """The follower's common append - exactly one whole v2 batch - in one header scan: what
+    ``analyze_and_validate(buffer, "replication", ignore_record_size=True)`` returns for it, and
+    the batch's header row (the kernel's ``COL_*`` columns), from which the log also takes the
+    producer fields and the epoch (§2.5, §2.6 step 1).
+
+    None whenever the general path must run: several batches or a partial one, a legacy batch,
+    any check failing (bad CRC, unknown codec, a negative base offset or ``lastOffsetDelta``),
+    so every error is raised by :func:`analyze_and_validate`, in Kafka's order."""
+    if type(buffer) is memoryview and (buffer.format != "B" or buffer.ndim != 1):
+        return None  # sized in other units than bytes: the general path casts it
+    headers, valid_bytes, stop = kernels.scan_batches(buffer, 0, -1, True, MAX_FRAME_SIZE)
+    if stop != _STOP_END or len(headers) != 1:
+        return None
+    row = headers.tolist()[0]
+    base = row[_COL_BASE_OFFSET]
+    last = base + row[_COL_LAST_OFFSET_DELTA]
+    codec = row[_COL_ATTRIBUTES] & 0x07
+    if row[_COL_MAGIC] < 2 or row[_COL_SIZE] < BATCH_OVERHEAD or row[_COL_CRC_OK] != 1 \
+            or codec > 4 or base < 0 or last < base:
+        return None
+    max_ts = row[_COL_MAX_TIMESTAMP]
+    if max_ts > NO_TIMESTAMP:
+        shallow = last
+    else:
+        max_ts = shallow = NO_TIMESTAMP
+    return LogAppendInfo(base, last, row[_COL_PARTITION_LEADER_EPOCH], max_ts, shallow,
+                         NO_TIMESTAMP, CODEC_NAMES[codec], int(valid_bytes), 1,
+                         row[_COL_RECORD_COUNT], last, True), row
 
 
 def _legacy_shallow_timestamp(lb: LegacyBatch) -> int:

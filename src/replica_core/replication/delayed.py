@@ -245,10 +245,13 @@ class DelayedSessionFetch(DelayedFetch):
         self.start: dict[TopicPartition, Any] = {r.tp: r.fetch_offset_metadata for r in reads}
         self.available: dict[TopicPartition, int] = {}
         self.accumulated = 0
+        self._follower_read = params.isolation == ISOLATION_LOG_END and params.fetch_only_leader
 
     def try_complete(self) -> bool:
+        index = self.session.index
         for tp in list(self.start):
-            if self._recount(tp):
+            i = index.get(tp)
+            if i is not None and self._recount(tp, i):
                 return self.force_complete()
         if self.accumulated >= self.params.min_bytes:
             return self.force_complete()  # Case G
@@ -256,24 +259,81 @@ class DelayedSessionFetch(DelayedFetch):
 
     def try_complete_after(self, tp: TopicPartition) -> bool:
         """Re-check after ``tp`` changed (an append, a HW or leadership change)."""
-        if self.is_completed or tp not in self.session.index:
+        if self._completed:
             return False
-        if self._recount(tp) or self.accumulated >= self.params.min_bytes:
+        i = self.session.index.get(tp)
+        if i is None:
+            return False
+        if self._recount(tp, i) or self.accumulated >= self.params.min_bytes:
             return self.force_complete()
         return False
 
-    def _recount(self, tp: TopicPartition) -> bool:
-        session = self.session
-        i = session.index.get(tp)
-        if i is None:
-            return False
-        info = session.parts[i]
-        got = self._progress(tp, self.start.get(tp, _UNRESOLVED), info)  # type: ignore[arg-type]
+    def _recount(self, tp: TopicPartition, i: int) -> bool:
+        """Re-count session slot ``i`` (partition ``tp``); True when the fetch must complete."""
+        info: FetchPartition = self.session.parts[i]  # type: ignore[assignment]
+        start = self.start.get(tp, _UNRESOLVED)
+        if self._follower_read:
+            got = self._follower_progress(tp, start, info)
+        else:
+            got = self._progress(tp, start, info)
         if got == _COMPLETE:
             return True
-        self.accumulated += got - self.available.get(tp, 0)
-        self.available[tp] = got
+        available = self.available
+        self.accumulated += got - available.get(tp, 0)
+        available[tp] = got
         return False
+
+    def _follower_progress(self, tp: TopicPartition, start: Any, info: FetchPartition) -> int:
+        """:meth:`DelayedFetch._progress` for a follower's read to the log end (the one kind a
+        session fetch parks), with fetchOffsetSnapshot inlined: only the LEO is compared, so
+        the HW's position is not looked up. A partition whose start was left unresolved and
+        whose end has moved past it adds at least one byte (its first batch lies between), so
+        when one byte more reaches ``min_bytes`` the fetch completes whatever the position
+        is; it is looked up only when the exact count matters."""
+        if start is None:
+            return 0  # UNKNOWN_OFFSET_METADATA: nothing to compare
+        partition = self.manager._partitions.get(tp)
+        if partition is None:
+            return _COMPLETE  # Case C
+        epoch = info.current_leader_epoch
+        log = partition.log
+        if ((epoch >= 0 and epoch != partition.leader_epoch) or log is None
+                or not partition.is_leader):
+            return _COMPLETE  # Cases A, B, D, E
+        end = log.log_end_offset_metadata
+        end_offset = end.message_offset
+        offset = info.fetch_offset if start is _UNRESOLVED else start.message_offset
+        if offset > end_offset:
+            return _COMPLETE  # Case F: the leader truncated
+        got = 0
+        if offset < end_offset:
+            if start is _UNRESOLVED:
+                if (info.partition_max_bytes >= 1 and self.params.min_bytes
+                        - self.accumulated + self.available.get(tp, 0) <= 1):
+                    return _COMPLETE  # Case G (or F, H) whatever the position
+                try:
+                    start = log.convert_to_offset_metadata(offset)
+                except KafkaError:
+                    return _COMPLETE  # the offset left the log meanwhile
+                self.start[tp] = start
+            if not (_offset_only(start) or _offset_only(end)):
+                if start.segment_base_offset < end.segment_base_offset:
+                    return _COMPLETE  # Case F: lagging, or the segment just rolled
+                if start.segment_base_offset == end.segment_base_offset:
+                    got = min(end.relative_position_in_segment
+                              - start.relative_position_in_segment, info.partition_max_bytes)
+        last_fetched = info.last_fetched_epoch
+        if last_fetched >= 0:
+            if last_fetched == log.latest_epoch and log.log_end_offset >= info.fetch_offset:
+                return got  # the latest epoch ends at the LEO: Case H cannot hold
+            epoch_end = partition.last_offset_for_leader_epoch(
+                epoch, last_fetched, fetch_only_from_leader=False)
+            if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0
+                    or epoch_end.leader_epoch < 0):
+                return _COMPLETE  # Case H: cannot resolve the epoch
+            if epoch_end.leader_epoch < last_fetched or epoch_end.end_offset < info.fetch_offset:
+                return _COMPLETE  # Case H: diverging now
+        return got
 
     def _resolved(self, tp: TopicPartition, start: Any) -> None:
         self.start[tp] = start

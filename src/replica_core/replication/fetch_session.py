@@ -33,6 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from replica_core._fast import load
+from replica_core._fast.replica_state_py import (
+    SESSION_FETCH_OFFSET,
+    SESSION_LOG_START,
+    SESSION_ORDER,
+    SESSION_OUT,
+    SESSION_REQ_EPOCH,
+    SESSION_ROW_COUNT,
+    SESSION_ROWS,
+    SESSION_SENT_HW,
+    SESSION_SENT_LOG_START,
+    SESSION_SLOTS,
+)
 from replica_core.errors import Errors
 from replica_core.replication.fetch_metadata import (
     FINAL_EPOCH,
@@ -52,13 +65,20 @@ from replica_core.replication.messages import (
 if TYPE_CHECKING:
     from replica_core.replication.replica_manager import LogReadResult
 
+_session_kernels = load("_replica_state", "replica_state_py")
+
 INVALID_HIGH_WATERMARK = -1
 """What a cached partition's high watermark is before its first response and after an error,
 so the next response always carries it (``CachedPartition``)."""
 
-_COLUMNS = (("fetch_offset", -1), ("req_epoch", -1), ("log_start", -1),
-            ("cached_hw", INVALID_HIGH_WATERMARK), ("cached_log_start", -1), ("rows", -1),
-            ("slots", -1))
+# The session's columns: rows of one (SESSION_ROW_COUNT, capacity) int64 block, laid out as the
+# session kernels read it (``replica_state_py`` / ``_replica_state``), with their fill values.
+_COLUMNS = (("_order", SESSION_ORDER, 0), ("rows", SESSION_ROWS, -1),
+            ("slots", SESSION_SLOTS, -1), ("fetch_offset", SESSION_FETCH_OFFSET, -1),
+            ("log_start", SESSION_LOG_START, -1),
+            ("cached_hw", SESSION_SENT_HW, INVALID_HIGH_WATERMARK),
+            ("cached_log_start", SESSION_SENT_LOG_START, -1),
+            ("req_epoch", SESSION_REQ_EPOCH, -1), ("out", SESSION_OUT, 0))
 
 
 class FetchSession:
@@ -83,13 +103,12 @@ class FetchSession:
         self._free: list[int] = []
         self.n = 0
         self.gen = -1
-        cap = 16
-        for name, fill in _COLUMNS:
-            setattr(self, name, np.full(cap, fill, dtype=np.int64))
-        self.mark = np.zeros(cap, dtype=np.uint8)
-        self.out = np.zeros(cap, dtype=np.int64)
-        self._order = np.zeros(cap, dtype=np.int64)
+        self._allocate(16, None)
 
+    columns: np.ndarray
+    """The block the session kernels take; the named columns below are its rows."""
+    out: np.ndarray
+    _order: np.ndarray
     fetch_offset: np.ndarray
     req_epoch: np.ndarray
     log_start: np.ndarray
@@ -106,18 +125,19 @@ class FetchSession:
                 f"privileged={self.privileged})")
 
     # ---- partitions ------------------------------------------------------------------------
+    def _allocate(self, cap: int, old: np.ndarray | None) -> None:
+        """Allocate the block with ``cap`` columns, keeping what ``old`` held."""
+        block = np.empty((SESSION_ROW_COUNT, cap), dtype=np.int64)
+        for _, row, fill in _COLUMNS:
+            block[row] = fill
+        if old is not None:
+            block[:, : old.shape[1]] = old
+        self.columns = block
+        for name, row, _ in _COLUMNS:
+            setattr(self, name, block[row])
+
     def _grow(self) -> None:
-        cap = 2 * len(self.fetch_offset)
-        for name, fill in _COLUMNS:
-            old = getattr(self, name)
-            new = np.full(cap, fill, dtype=np.int64)
-            new[: len(old)] = old
-            setattr(self, name, new)
-        self.mark = np.zeros(cap, dtype=np.uint8)
-        self.out = np.zeros(cap, dtype=np.int64)
-        order = np.zeros(cap, dtype=np.int64)
-        order[: len(self.index)] = self._order[: len(self.index)]
-        self._order = order
+        self._allocate(2 * self.columns.shape[1], self.columns)
 
     def upsert(self, fp: FetchPartition) -> int:
         """Add a partition (cached HW and log start unknown) or update its request data
@@ -149,7 +169,8 @@ class FetchSession:
         i = self.index.pop(tp, None)
         if i is None:
             return False
-        self._order_remove(i, len(self.index) + 1)
+        # past the end of the live order: dropped from it
+        _session_kernels.session_move_to_end(self.columns, len(self.index) + 1, i)
         self.parts[i] = None
         self.rows[i] = -1
         self.slots[i] = -1
@@ -176,15 +197,7 @@ class FetchSession:
     def move_to_end(self, tp: TopicPartition) -> None:
         i = self.index.pop(tp)
         self.index[tp] = i
-        n = len(self.index)
-        self._order_remove(i, n)
-        self._order[n - 1] = i
-
-    def _order_remove(self, i: int, n: int) -> None:
-        """Drop slot ``i`` from the first ``n`` entries of the order, closing the gap."""
-        order = self._order
-        pos = int(np.flatnonzero(order[:n] == i)[0])
-        order[pos: n - 1] = order[pos + 1: n]
+        _session_kernels.session_move_to_end(self.columns, len(self.index), i)
 
     def order(self) -> np.ndarray:
         """Column slots in session order (kept alongside ``index``; read only)."""

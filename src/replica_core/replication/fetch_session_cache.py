@@ -243,11 +243,23 @@ class FetchSessionCache(Generic[S]):
         ``evictableByPrivileged`` if it is unprivileged or older than ``eviction_ms`` since
         creation, and under ``evictableByAll`` only if older than ``eviction_ms``.
         """
+        old_size = session.cached_size
+        previous_ms = session.last_used_ms
+        if old_size != -1:
+            # Already filed: with the same size and the same age class as at its last touch
+            # (``last_used_ms``), re-keying would put it back where it is; only lastUsed moves.
+            eviction_ms = self.eviction_ms
+            if (old_size == len(session) and (previous_ms - session.creation_ms > eviction_ms)
+                    == (now_ms - session.creation_ms > eviction_ms)):
+                if previous_ms != now_ms:
+                    self._last_used.remove(LastUsedKey(previous_ms, session.id))
+                    session.last_used_ms = now_ms
+                    self._last_used.put(LastUsedKey(now_ms, session.id), session)
+                return
         self._last_used.remove(_last_used_key(session))
         session.last_used_ms = now_ms
         self._last_used.put(_last_used_key(session), session)
 
-        old_size = session.cached_size
         if old_size != -1:
             old_key = _evictable_key(session)
             self._evictable_by_privileged.remove(old_key)

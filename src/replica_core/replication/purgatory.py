@@ -119,10 +119,14 @@ class Purgatory(Generic[T]):
         return list(self._watchers)
 
     # ---- operations --------------------------------------------------------------------------
-    def try_complete_else_watch(self, op: T, keys: Iterable[Hashable]) -> bool:
+    def try_complete_else_watch(self, op: T, keys: Iterable[Hashable], *,
+                                recheck: bool = True) -> bool:
         """Complete ``op`` now if it can; else watch it under every key and start its timer.
 
         True iff it completed in this call (DelayedOperationPurgatory.tryCompleteElseWatch).
+        ``recheck=False`` leaves out the second check after watching: for an op whose
+        ``try_complete`` changes no state but its own, nothing can have changed since the
+        first check, so the second would answer the same.
         """
         keys = list(keys)
         if not keys:
@@ -138,7 +142,7 @@ class Purgatory(Generic[T]):
         self._estimated_total += 1
         # Kafka checks once more after watching, against events racing with the watch; with one
         # thread the only such event is a try_complete that mutated shared state, so keep it.
-        if op.try_complete():
+        if recheck and op.try_complete():
             return True
         if not op.is_completed:
             op._timer = self  # type: ignore[assignment]

@@ -611,7 +611,8 @@ class ReplicaManager:
                                        for info, r in zip(parts, results, strict=True)],
                               self, delivery, context)
             keys = [info.tp for info in parts]
-        self.fetch_purgatory.try_complete_else_watch(op, keys)
+        # a fetch's try_complete changes only its own counts: one check is enough
+        self.fetch_purgatory.try_complete_else_watch(op, keys, recheck=False)
         self._flush_alter_partition()
         if delivery.done:
             return delivery.value
@@ -623,34 +624,22 @@ class ReplicaManager:
         """The partitions of an incremental follower fetch that must be read: one kernel scan
         of the session in session order picks those whose read could be answered (records, a
         new HW or epoch, a follower LEO the leader has not recorded, a follower outside the
-        maximal ISR, an entry this request changed, a partition no longer led here) and applies
+        maximal ISR, a partition no longer led here) and applies
         §6.2's fetch-state update to the rest, whose reads Kafka would drop from the response."""
         session.refresh_rows(self._row_and_slot, self._leadership_gen)
-        order = session.order()
-        n = len(order)
-        mark = session.mark
-        mark[session.rows < 0] = 1  # not led here: read, to answer the error
         stale = (params.replica_epoch != -1
                  and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
-        out = session.out
-        m = self.table.kernels.session_fetch(
-            order, session.rows, session.slots, session.fetch_offset, session.log_start,
-            session.cached_hw, session.cached_log_start, session.req_epoch, mark, n,
-            not stale, now, params.replica_epoch, out)
-        mark[:] = 0
+        m = self.table.kernels.session_fetch(session.columns, len(session.index), not stale, now,
+                                             params.replica_epoch)
         parts = session.parts
-        return [parts[i] for i in out[:m].tolist()]  # type: ignore[misc]
+        return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
 
     def _session_pending_reads(self, session: FetchSession) -> list[FetchPartition]:
         """A parked session fetch completing: the partitions with something to send now."""
         session.refresh_rows(self._row_and_slot, self._leadership_gen)
-        order = session.order()
-        out = session.out
-        m = self.table.kernels.session_pending(
-            order, session.rows, session.fetch_offset, session.cached_hw,
-            session.cached_log_start, session.req_epoch, len(order), out)
+        m = self.table.kernels.session_pending(session.columns, len(session.index))
         parts = session.parts
-        return [parts[i] for i in out[:m].tolist()]  # type: ignore[misc]
+        return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
 
     def _row_and_slot(self, tp: TopicPartition, replica_id: int) -> tuple[int, int]:
         """(state-table row, replica slot) of a partition led here with ``replica_id`` among
@@ -672,7 +661,8 @@ class ReplicaManager:
         parked = self._parked_sessions
         if parked:
             for op in list(parked.values()):
-                op.try_complete_after(tp)
+                if tp in op.session.index:
+                    op.try_complete_after(tp)
 
     def fetch_params(self, request: FetchRequest) -> FetchParams:
         """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
@@ -690,16 +680,26 @@ class ReplicaManager:
 
     def _read_from_log(self, params: FetchParams, parts: Sequence[FetchPartition], *,
                        read_from_purgatory: bool) -> list[LogReadResult]:
-        """ReplicaManager.readFromLog (§3.4): reads in request order under one byte budget."""
+        """ReplicaManager.readFromLog (§3.4): reads in request order under one byte budget.
+
+        A read up to the log end whose last fetched epoch is the log's latest epoch cannot
+        diverge (that epoch ends at the LEO, §3.5), so it goes straight to the log; one that
+        starts at the LEO itself reads nothing and answers the LEO's position without a read
+        (what the log's read gives there)."""
         limit = params.max_bytes
         min_one_message = not params.hard_max_bytes_limit
         now = self.clock.milliseconds()
-        follower = params.replica_id >= 0
+        replica_id = params.replica_id
+        follower = replica_id >= 0
         update = follower and not read_from_purgatory
         stale_epoch = (update and params.replica_epoch != -1
-                       and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
+                       and self.broker_epochs.get(replica_id, -1) > params.replica_epoch)
         if stale_epoch:  # KIP-903: a fetch of a previous incarnation moves nothing (ours)
             self._counters["StaleReplicaEpochFetches"] += 1
+        isolation = params.isolation
+        to_log_end = isolation == ISOLATION_LOG_END
+        fetch_only_leader = params.fetch_only_leader
+        hard_limit = params.hard_max_bytes_limit
         results: list[LogReadResult] = []
         upd_parts: list[Partition] = []
         upd_slots: list[int] = []
@@ -721,44 +721,70 @@ class ReplicaManager:
                                              else Errors.UNKNOWN_LEADER_EPOCH))
                 continue
             log = partition.log
-            if log is None or (params.fetch_only_leader and not partition.is_leader):
+            if log is None or (fetch_only_leader and not partition.is_leader):
                 results.append(LogReadResult(tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
+            fetch_offset = info.fetch_offset
             try:
-                slot = partition.follower_slot_or_raise(params.replica_id, epoch) if follower else -1
+                slot = partition.follower_slot_or_raise(replica_id, epoch) if follower else -1
                 if stale_epoch:
                     raise KafkaError("stale fetch from a previous broker incarnation")
-                read = partition.read_records(
-                    log, info.fetch_offset, epoch, info.last_fetched_epoch,
-                    min(info.partition_max_bytes, limit), params.isolation, min_one_message,
-                    epoch_checked=True)
+                leo = log.log_end_offset
+                last_fetched = info.last_fetched_epoch
+                if to_log_end and (last_fetched < 0 or (fetch_offset <= leo
+                                                        and last_fetched == log.latest_epoch)):
+                    # Partition.readRecords' offsets, captured before the read (§3.5)
+                    hw = log.high_watermark
+                    log_start = log.log_start_offset
+                    if fetch_offset == leo:
+                        res = LogReadResult(tp, Errors.NONE, b"", log.log_end_offset_metadata,
+                                            None, hw, log_start, leo, hw)
+                    else:
+                        fetched = log.read(fetch_offset, min(info.partition_max_bytes, limit),
+                                           isolation=ISOLATION_LOG_END,
+                                           min_one_message=min_one_message)
+                        records = fetched.records
+                        if fetched.first_entry_incomplete and not hard_limit:
+                            records = b""  # v3+: an incomplete first batch is sent as nothing
+                        res = LogReadResult(tp, Errors.NONE, records,
+                                            fetched.fetch_offset_metadata, None, hw, log_start,
+                                            leo, hw)
+                    diverging = None
+                else:
+                    read = partition.read_records(
+                        log, fetch_offset, epoch, last_fetched,
+                        min(info.partition_max_bytes, limit), isolation, min_one_message,
+                        epoch_checked=True)
+                    fetched = read.fetched
+                    diverging = read.diverging_epoch
+                    if fetched is None:
+                        records: Any = b""
+                        meta = None
+                    else:
+                        records = fetched.records
+                        meta = fetched.fetch_offset_metadata
+                        if fetched.first_entry_incomplete and not hard_limit:
+                            records = b""  # v3+: an incomplete first batch is sent as nothing
+                    leo = read.log_end_offset
+                    res = LogReadResult(tp, Errors.NONE, records, meta, diverging,
+                                        read.high_watermark, read.log_start_offset, leo,
+                                        read.last_stable_offset)
             except KafkaError as e:
                 code = Errors.NOT_LEADER_OR_FOLLOWER if stale_epoch else e.code
                 results.append(LogReadResult(tp, code))
                 continue
-            fetched = read.fetched
-            if fetched is None:
-                records: Any = b""
-                meta = None
-            else:
-                records = fetched.records
-                meta = fetched.fetch_offset_metadata
-                if fetched.first_entry_incomplete and not params.hard_max_bytes_limit:
-                    records = b""  # v3+: an incomplete first batch is sent as nothing
-            res = LogReadResult(tp, Errors.NONE, records, meta, read.diverging_epoch,
-                                read.high_watermark, read.log_start_offset, read.log_end_offset,
-                                read.last_stable_offset)
             results.append(res)
-            size = res.size
+            records = res.records
+            size = records.nbytes if type(records) is memoryview else len(records)
             if size > 0:
                 min_one_message = False
             limit = max(0, limit - size)
-            if update and read.diverging_epoch is None:
+            if update and diverging is None:
                 upd_parts.append(partition)
                 upd_slots.append(slot)
-                upd_offsets.append(info.fetch_offset)
+                upd_offsets.append(fetch_offset)
                 upd_starts.append(info.log_start_offset)
-                upd_leos.append(read.log_end_offset)
+                upd_leos.append(leo)
         if upd_parts:
             self._update_follower_fetch_states(upd_parts, upd_slots, upd_offsets, upd_starts,
                                                upd_leos, now, params.replica_epoch)
@@ -959,14 +985,19 @@ class ReplicaManager:
 
     def next_tick_due_ms(self) -> int:
         """The earliest time at which :meth:`tick` has timed work (for event-driven drivers)."""
-        due = [self._next_isr_shrink_ms, self._next_isr_propagation_ms]
-        if self._next_hw_checkpoint_ms is not None:
-            due.append(self._next_hw_checkpoint_ms)
-        for purgatory in (self.produce_purgatory, self.fetch_purgatory):
-            heap = purgatory._heap
-            if heap:
-                due.append(heap[0][0])
-        return min(due)
+        due = self._next_isr_shrink_ms
+        if self._next_isr_propagation_ms < due:
+            due = self._next_isr_propagation_ms
+        checkpoint = self._next_hw_checkpoint_ms
+        if checkpoint is not None and checkpoint < due:
+            due = checkpoint
+        heap = self.produce_purgatory._heap
+        if heap and heap[0][0] < due:
+            due = heap[0][0]
+        heap = self.fetch_purgatory._heap
+        if heap and heap[0][0] < due:
+            due = heap[0][0]
+        return due
 
     def maybe_shrink_isr(self, now_ms: int | None = None) -> list[AlterPartitionItem]:
         """The "isr-expiration" task (§6.6): one kernel pass over every led partition finds the
@@ -1080,6 +1111,17 @@ class ReplicaManager:
         }
         out.update(self._counters)
         out["partitions"] = per_partition
+        return out
+
+    def meters(self) -> dict[str, int]:
+        """The meters of :meth:`metrics` (counts since start) and its fetch-session cache gauges
+        (``NumIncrementalFetchSessions``, ``NumIncrementalFetchPartitionsCached``,
+        ``IncrementalFetchSessionEvictionsPerSec``), without walking the partitions."""
+        cache = self.fetch_manager.cache
+        out = {"NumIncrementalFetchSessions": cache.size,
+               "NumIncrementalFetchPartitionsCached": cache.total_partitions,
+               "IncrementalFetchSessionEvictionsPerSec": cache.evictions}
+        out.update(self._counters)
         return out
 
 

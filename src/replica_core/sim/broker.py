@@ -199,8 +199,9 @@ class FetcherThread:
         self._timer = loop.call_at(at, self._run)
 
     def _on_wakeup(self) -> None:
-        delay = self.broker.processing_delay_ms("fetch")
-        self.poke(self.broker.loop.now + delay)
+        broker = self.broker
+        delay = broker.processing_delay_ms("fetch") if broker.slow_factors["fetch"] > 1.0 else 0
+        self.poke(broker.loop.now + delay)
 
     def _truncated(self, tp: TopicPartition) -> None:
         self.broker.cluster.checker.truncated(self.broker, (tp,))
@@ -297,31 +298,24 @@ class SimLeaderEndPoint:
         goes to ``on_answer`` unless this broker process is gone by then."""
         broker = self.broker
         inc = broker.incarnation
-
-        def deliver(answer: Any) -> None:
-            if inc != broker.incarnation or not broker.alive:
-                return
-            if is_failure(answer):
-                answer = RequestTimedOutError(f"{what} to broker {self.leader_id}: {answer!r}")
-            elif isinstance(answer, FetchResponse) and self.thread is not None:
-                self.thread.arrived = answer  # for the invariant checker, after processing
-            on_answer(answer)
-
+        deliver = _LeaderAnswer(self, inc, on_answer, what)
         timeout = self.socket_timeout_ms()
         blocked, self.blocked_ms = self.blocked_ms, 0
         # the fetcher thread sends once its blocking ListOffsets returned and the fsyncs of
         # its last appends are done
         wait = blocked + broker.fsync_wait_ms()
         if wait > 0:
-            def send() -> None:
-                if inc == broker.incarnation and broker.alive:
-                    broker.network.request(broker.broker_id, self.leader_id, request, size,
-                                           deliver, timeout_ms=timeout)
-
-            broker.loop.call_later(wait, send)
+            broker.loop.call_later(wait, self._send_later, inc, request, size, deliver, timeout)
             return
         broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
                                timeout_ms=timeout)
+
+    def _send_later(self, inc: int, request: Any, size: int, deliver: _LeaderAnswer,
+                    timeout: int) -> None:
+        broker = self.broker
+        if inc == broker.incarnation and broker.alive:
+            broker.network.request(broker.broker_id, self.leader_id, request, size, deliver,
+                                   timeout_ms=timeout)
 
     def socket_timeout_ms(self) -> int:
         """``replica.socket.timeout.ms``: how long a request may go unanswered."""
@@ -362,6 +356,33 @@ class SimLeaderEndPoint:
         if result.error_code != Errors.NONE:
             raise for_code(result.error_code, f"ListOffsets {tp} on broker {self.leader_id}")
         return EpochAndOffset(result.leader_epoch, result.offset)
+
+
+class _LeaderAnswer:
+    """Where the answer to a follower's request goes: to ``on_answer`` unless the process that
+    sent it (``incarnation``) is gone; a transport failure arrives as RequestTimedOutError, a
+    FetchResponse is also kept for the invariant checker (its thread's ``arrived``)."""
+
+    __slots__ = ("endpoint", "incarnation", "on_answer", "what")
+
+    def __init__(self, endpoint: SimLeaderEndPoint, incarnation: int,
+                 on_answer: Callable[[Any], None], what: str) -> None:
+        self.endpoint = endpoint
+        self.incarnation = incarnation
+        self.on_answer = on_answer
+        self.what = what
+
+    def __call__(self, answer: Any) -> None:
+        endpoint = self.endpoint
+        broker = endpoint.broker
+        if self.incarnation != broker.incarnation or not broker.alive:
+            return
+        if is_failure(answer):
+            answer = RequestTimedOutError(
+                f"{self.what} to broker {endpoint.leader_id}: {answer!r}")
+        elif isinstance(answer, FetchResponse) and endpoint.thread is not None:
+            endpoint.thread.arrived = answer  # for the invariant checker, after processing
+        self.on_answer(answer)
 
 
 def _leo(rm: ReplicaManager, tp: TopicPartition) -> int:
@@ -609,15 +630,16 @@ class SimBroker:
             if self.crash_mode == "process":
                 respond(Disconnected(self.broker_id), 16)
             return
+        slowed = self.slow_factors["disk"] > 1.0  # else processing_delay_ms is 0 (no draw)
         if isinstance(msg, FetchRequest):
-            delay = self.processing_delay_ms("disk")
+            delay = self.processing_delay_ms("disk") if slowed else 0
             if delay > 0:
                 inc = self.incarnation
                 self.loop.call_later(delay, self._fetch_later, inc, src, msg, respond)
             else:
                 self._on_fetch(src, msg, respond)
         elif isinstance(msg, ProduceRequest):
-            delay = self.processing_delay_ms("disk")
+            delay = self.processing_delay_ms("disk") if slowed else 0
             if delay > 0:
                 inc = self.incarnation
                 self.loop.call_later(delay, self._produce_later, inc, msg, respond)
@@ -708,31 +730,10 @@ class SimBroker:
 
         self._produce_seq += 1
         key = self._produce_seq
-
-        def reply(results: dict[TopicPartition, ProducePartitionResponse]) -> None:
-            self._parked_produce.pop(key, None)
-            if msg.acks == 0:
-                return
-            r = results[tp]
-            isr_size = 0
-            p = self.rm.partition(tp) if self.rm is not None else None
-            if p is not None and p.is_leader and p.row >= 0:
-                isr_size = p.table.maximal_isr_size(p.row)
-            respond(ProduceResponse(tp, Errors(r.error_code), r.base_offset, isr_size), 48)
-
-        fsync_wait = [0]  # a slow fsync (slow mode "fsync") holds the reply back
-
-        def answer(results: dict[TopicPartition, ProducePartitionResponse]) -> None:
-            if fsync_wait[0] > 0:
-                inc = self.incarnation
-                self.loop.call_later(fsync_wait[0], lambda: inc == self.incarnation and
-                                     self.alive and reply(results))
-            else:
-                reply(results)
-
+        answer = _ProduceReply(self, msg, key, respond)
         results = rm.append_records({tp: msg.records}, acks=msg.acks, timeout_ms=msg.timeout_ms,
                                     callback=answer)
-        fsync_wait[0] = self.fsync_wait_ms()
+        answer.fsync_wait = self.fsync_wait_ms()
         ok = results is None or results[tp].error_code == Errors.NONE
         if ok:
             self.cluster.checker.leader_touched(self, (tp,))
@@ -751,16 +752,7 @@ class SimBroker:
         assert rm is not None
         self._fetch_seq += 1
         key = self._fetch_seq
-
-        def reply(response: FetchResponse) -> None:
-            self._parked_fetch.pop(key, None)
-            size = 32
-            for p in response.partitions:
-                size += 40 + _size(p.records)
-            if response.partitions:
-                self.cluster.checker.leader_touched(self, [p.tp for p in response.partitions])
-            respond(response, size)
-
+        reply = _FetchReply(self, key, respond)
         response = rm.fetch_messages(request, reply)
         if response is not None:
             reply(response)
@@ -904,6 +896,75 @@ class SimBroker:
         self._tick_timer = None
         self.rm.tick()
         self._schedule_tick()
+
+
+class _ProduceReply:
+    """The answer to a produce, now or when the purgatory completes it: after the broker's
+    slow fsyncs of its append (``fsync_wait``, slow mode "fsync") unless the process is gone
+    by then; none for acks=0. Carries the leader's maximal ISR size (for loss causes)."""
+
+    __slots__ = ("broker", "msg", "key", "respond", "fsync_wait")
+
+    def __init__(self, broker: SimBroker, msg: ProduceRequest, key: int,
+                 respond: Callable[[Any, int], None]) -> None:
+        self.broker = broker
+        self.msg = msg
+        self.key = key
+        self.respond = respond
+        self.fsync_wait = 0
+
+    def __call__(self, results: dict[TopicPartition, ProducePartitionResponse]) -> None:
+        if self.fsync_wait > 0:
+            broker = self.broker
+            broker.loop.call_later(self.fsync_wait, self._reply_later, broker.incarnation,
+                                   results)
+        else:
+            self._reply(results)
+
+    def _reply_later(self, inc: int, results: dict[TopicPartition, ProducePartitionResponse]
+                     ) -> None:
+        broker = self.broker
+        if inc == broker.incarnation and broker.alive:
+            self._reply(results)
+
+    def _reply(self, results: dict[TopicPartition, ProducePartitionResponse]) -> None:
+        broker = self.broker
+        broker._parked_produce.pop(self.key, None)  # noqa: SLF001
+        msg = self.msg
+        if msg.acks == 0:
+            return
+        tp = msg.tp
+        r = results[tp]
+        isr_size = 0
+        rm = broker.rm
+        p = rm.partition(tp) if rm is not None else None
+        if p is not None and p.is_leader and p.row >= 0:
+            isr_size = p.table.maximal_isr_size(p.row)
+        self.respond(ProduceResponse(tp, Errors(r.error_code), r.base_offset, isr_size), 48)
+
+
+class _FetchReply:
+    """The answer to a follower's fetch, now or when the purgatory completes it: the leader's
+    partitions are checked (HW ≤ LEO, HW monotonic), then it goes back on the connection."""
+
+    __slots__ = ("broker", "key", "respond")
+
+    def __init__(self, broker: SimBroker, key: int, respond: Callable[[Any, int], None]) -> None:
+        self.broker = broker
+        self.key = key
+        self.respond = respond
+
+    def __call__(self, response: FetchResponse) -> None:
+        broker = self.broker
+        broker._parked_fetch.pop(self.key, None)  # noqa: SLF001
+        size = 32
+        partitions = response.partitions
+        for p in partitions:
+            records = p.records
+            size += 40 + (records.nbytes if isinstance(records, memoryview) else len(records))
+        if partitions:
+            broker.cluster.checker.leader_touched(broker, [p.tp for p in partitions])
+        self.respond(response, size)
 
 
 def _size(records: Any) -> int:

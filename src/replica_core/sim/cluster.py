@@ -752,7 +752,7 @@ class Cluster:
         ReplicaManager whose meters start at zero)."""
         if broker.rm is None:
             return
-        metrics = broker.rm.metrics()
+        metrics = broker.rm.meters()
         bank = self.fetch_banked.setdefault(broker.broker_id, dict.fromkeys(FETCH_METRICS, 0))
         for key in FETCH_METRICS:
             bank[key] += int(metrics.get(key, 0))
@@ -766,7 +766,7 @@ class Cluster:
             rm = self.brokers[b].rm
             sessions = 0
             if rm is not None:
-                metrics = rm.metrics()
+                metrics = rm.meters()
                 for key in FETCH_METRICS:
                     total[key] += int(metrics.get(key, 0))
                 sessions = int(metrics.get("NumIncrementalFetchSessions", 0))

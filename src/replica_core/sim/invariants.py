@@ -106,10 +106,13 @@ def records_digest(batch: bytes | memoryview) -> int:
 
 
 def scan_log(log: Any) -> LogScan:
-    """Scan every segment of ``log`` once (CRCs checked): its :data:`LogScan`."""
-    parts = []
+    """Scan every segment of ``log`` once (CRCs checked): its :data:`LogScan`. A log whose
+    one empty segment is not made yet holds nothing: it is not built to find that out."""
     files: list[Any] = []
     starts: list[int] = []
+    if not log.segments_made:
+        return _NO_ROWS, files, starts
+    parts = []
     n = 0
     for seg in log.segments:
         size = seg.size
@@ -159,6 +162,15 @@ def _from_common_start(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.nda
         return a, b
     start = max(int(a[0, _COL_BASE]), int(b[0, _COL_BASE]))
     return a[a[:, _COL_BASE] >= start], b[b[:, _COL_BASE] >= start]
+
+
+def _common_start(a: np.ndarray, b: np.ndarray) -> int:
+    """The first base offset both logs hold batches from (see :func:`_from_common_start`;
+    the lowest int64 when either is empty: nothing is left out)."""
+    if not len(a) or not len(b):
+        return _INT64_MIN
+    x, y = a[0, _COL_BASE], b[0, _COL_BASE]
+    return int(x if x >= y else y)
 
 
 def _batches_below(headers: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
@@ -728,8 +740,7 @@ class InvariantChecker:
             limit = min(hw, lg.log_end_offset)
             frows = self._batches(b, tp, lg)[0]
             self._check_rows(tp, b, frows, limit)
-            la, fa = _from_common_start(lrows, frows)
-            if not _kernels.agree_below(la, fa, limit):
+            if not _kernels.agree_below(lrows, frows, limit, _common_start(lrows, frows)):
                 ok = False
                 why = self._divergence_explained(tp, leader_id, b)
                 if tp not in self.diverged:
@@ -740,6 +751,7 @@ class InvariantChecker:
                     self.diverged_explained.setdefault(tp, why)
                 elif self.strict and not (self._storage_explains(b, tp) or
                                           self._storage_explains(leader_id, tp)):
+                    la, fa = _from_common_start(lrows, frows)
                     self.fail("isr_agree_below_hw",
                               f"{tp}: ISR follower {b} disagrees with leader {leader_id} below "
                               f"HW {hw}: " + describe_difference(_batches_below(la, limit),

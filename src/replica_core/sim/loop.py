@@ -3,16 +3,26 @@
 Events at the same millisecond run in the order they were scheduled (a sequence number breaks
 ties), so a seed and a scenario fully determine a run (TigerBeetle's VOPR, FoundationDB's
 simulation). Nothing here reads the wall clock.
+
+Timers that share one fixed delay and are mostly cancelled (request timeouts) can wait in a
+FIFO lane of that delay (:meth:`EventLoop.call_later_fifo`) with only the lane's earliest entry
+in the heap: the lane's entries are already in (time, sequence) order, so they run exactly when
+and in the order they would from the heap, and the heap every other event goes through stays
+small.
 """
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from replica_core.clock import ManualClock
+
+_push = heapq.heappush
+_pop = heapq.heappop
 
 
 class Timer:
@@ -28,6 +38,27 @@ class Timer:
         self.cancelled = True
 
 
+_UNCANCELLED = Timer(0)
+"""The timer slot of the events :meth:`EventLoop.post_at` schedules (never cancelled)."""
+
+
+class _Lane:
+    """The timers of one fixed delay, in (time, sequence) order: one of them (the earliest not
+    known to be cancelled) is in the loop's heap when ``queued``; ``waiting`` are the others."""
+
+    __slots__ = ("waiting", "queued")
+
+    def __init__(self) -> None:
+        self.waiting: deque[tuple] = deque()
+        self.queued = False
+
+
+def _run_lane_entry(loop: EventLoop, lane: _Lane, fn: Callable[..., Any], args: tuple) -> None:
+    """A lane's timer is due: the lane's next timer takes its place in the heap, then it runs."""
+    loop._promote(lane)  # noqa: SLF001
+    fn(*args)
+
+
 class EventLoop:
     """Runs callbacks in simulated time order.
 
@@ -41,7 +72,9 @@ class EventLoop:
         self.seed_sequence = np.random.SeedSequence(seed)
         self.rng = np.random.default_rng(self.seed_sequence.spawn(1)[0])
         self._queue: list[tuple[int, int, Timer, Callable[..., Any], tuple]] = []
+        """Heap of (time, sequence, timer, fn, args); a lane's entry has its lane sixth."""
         self._seq = 0
+        self._lanes: dict[int, _Lane] = {}
         self.events_run = 0
 
     @property
@@ -57,30 +90,89 @@ class EventLoop:
         return np.random.default_rng(self.seed_sequence.spawn(1)[0])
 
     def call_at(self, at_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
-        at_ms = int(at_ms)
+        if at_ms.__class__ is not int:
+            at_ms = int(at_ms)
         now = self.clock._now  # noqa: SLF001
         if at_ms < now:
             at_ms = now
         timer = Timer(at_ms)
-        heapq.heappush(self._queue, (at_ms, self._seq, timer, fn, args))
-        self._seq += 1
+        seq = self._seq
+        self._seq = seq + 1
+        _push(self._queue, (at_ms, seq, timer, fn, args))
         return timer
 
+    def post_at(self, at_ms: int, fn: Callable[..., Any], *args: Any) -> None:
+        """:meth:`call_at` for an event nobody cancels: no :class:`Timer` is made for it."""
+        if at_ms.__class__ is not int:
+            at_ms = int(at_ms)
+        now = self.clock._now  # noqa: SLF001
+        if at_ms < now:
+            at_ms = now
+        seq = self._seq
+        self._seq = seq + 1
+        _push(self._queue, (at_ms, seq, _UNCANCELLED, fn, args))
+
     def call_later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
-        delay_ms = int(delay_ms)
-        return self.call_at(self.clock._now + (delay_ms if delay_ms > 0 else 0), fn, *args)  # noqa: SLF001
+        if delay_ms.__class__ is not int:
+            delay_ms = int(delay_ms)
+        at_ms = self.clock._now + (delay_ms if delay_ms > 0 else 0)  # noqa: SLF001
+        timer = Timer(at_ms)
+        seq = self._seq
+        self._seq = seq + 1
+        _push(self._queue, (at_ms, seq, timer, fn, args))
+        return timer
+
+    def call_later_fifo(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
+        """:meth:`call_later` for a timer of a delay many timers share and most cancel (request
+        timeouts): it waits in that delay's lane, behind the lane's earlier timers, and runs
+        exactly where :meth:`call_later` would have run it."""
+        if delay_ms.__class__ is not int:
+            delay_ms = int(delay_ms)
+        if delay_ms < 0:
+            delay_ms = 0
+        at_ms = self.clock._now + delay_ms  # noqa: SLF001
+        timer = Timer(at_ms)
+        seq = self._seq
+        self._seq = seq + 1
+        lane = self._lanes.get(delay_ms)
+        if lane is None:
+            lane = self._lanes[delay_ms] = _Lane()
+        entry = (at_ms, seq, timer, _run_lane_entry, (self, lane, fn, args), lane)
+        if lane.queued:
+            lane.waiting.append(entry)
+        else:
+            lane.queued = True
+            _push(self._queue, entry)
+        return timer
+
+    def _promote(self, lane: _Lane) -> None:
+        """The lane's entry left the heap: its next timer not yet cancelled takes its place."""
+        waiting = lane.waiting
+        while waiting:
+            entry = waiting.popleft()
+            if not entry[2].cancelled:
+                _push(self._queue, entry)
+                return
+        lane.queued = False
+
+    def _drop_head(self) -> None:
+        """Remove the heap's head (a cancelled timer), keeping its lane's place in the heap."""
+        head = _pop(self._queue)
+        if len(head) > 5:
+            self._promote(head[5])
 
     def next_event_ms(self) -> int | None:
         while self._queue and self._queue[0][2].cancelled:
-            heapq.heappop(self._queue)
+            self._drop_head()
         return self._queue[0][0] if self._queue else None
 
     def step(self) -> bool:
         """Run the next event (moving the clock to it). False when nothing is scheduled."""
         while self._queue:
-            at_ms, _, timer, fn, args = heapq.heappop(self._queue)
-            if timer.cancelled:
+            if self._queue[0][2].cancelled:
+                self._drop_head()
                 continue
+            at_ms, _, _, fn, args = _pop(self._queue)[:5]
             if at_ms > self.now:
                 self.clock.set(at_ms)
             self.events_run += 1
@@ -94,12 +186,12 @@ class EventLoop:
         The same events in the same order as ``step()`` repeated, with one heap look per event.
         """
         queue = self._queue
-        pop = heapq.heappop
+        pop = _pop
         clock = self.clock
         while queue:
             head = queue[0]
             if head[2].cancelled:
-                pop(queue)
+                self._drop_head()
                 continue
             at_ms = head[0]
             if at_ms > end_ms:

@@ -427,15 +427,15 @@ class Network:
         return int(round(self.link(a, b).latency_ms + self.link(b, a).latency_ms))
 
     # --- delivery ----------------------------------------------------------------------------
-    def _transit_ms(self, src: int, dst: int, size: int) -> float | None:
-        """Arrival delay, or None if the message is lost."""
-        if not self.reachable(src, dst):
-            return None
-        link = self.link(src, dst)
+    def _link_transit_ms(self, link: Link, size: int) -> float | None:
+        """Arrival delay of a message of ``size`` bytes entering a reachable ``link`` now (it
+        waits for the link's earlier bytes, then takes the link's latency and any delay
+        spike); None if the message is dropped."""
         if link.loss_rate > 0.0 and self.rng.random() < link.loss_rate:
             return None
-        now = self.loop.now
-        start = max(float(now), link.busy_until_ms)
+        now = self.loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
+        busy = link.busy_until_ms
+        start = busy if busy > now else float(now)
         done = start + size / link.bandwidth_bytes_per_ms
         link.busy_until_ms = done
         if link.model is None:
@@ -448,18 +448,40 @@ class Network:
 
     def send(self, src: int, dst: int, message: Any, size: int, deliver: Callable[[Any], None]) -> bool:
         """One-way message; False if it was lost."""
+        return self._post(src, dst, size, deliver, message)
+
+    def _post(self, src: int, dst: int, size: int, fn: Callable[..., Any], *args: Any) -> bool:
+        """Carry a message of ``size`` bytes from ``src`` to ``dst``: ``fn(*args)`` runs on
+        its arrival; False (nothing scheduled) if it was lost (an unreachable or dropping
+        link). A constant-latency, loss-free, spike-free link's delay is computed in line
+        (what :meth:`_link_transit_ms` gives for it)."""
         self.messages_sent += 1
-        delay = self._transit_ms(src, dst, size)
-        if delay is None:
+        down = self._down
+        if (down and (src in down or dst in down)) or (
+                self._cut and frozenset((src, dst)) in self._cut):
             self.messages_lost += 1
             return False
-        now = self.loop.now
+        link = self._links.get((src, dst))
+        if link is None:
+            link = self.link(src, dst)
+        loop = self.loop
+        now = loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
+        if link.model is None and link.spike_rng is None and link.loss_rate <= 0.0:
+            busy = link.busy_until_ms
+            done = (busy if busy > now else float(now)) + size / link.bandwidth_bytes_per_ms
+            link.busy_until_ms = done
+            delay = done - now + link.latency_ms
+        else:
+            transit = self._link_transit_ms(link, size)
+            if transit is None:
+                self.messages_lost += 1
+                return False
+            delay = transit
         at = now + (int(round(delay)) if delay > 0 else 0)
-        link = self._links[(src, dst)]
         if at < link.last_arrival_ms:  # in order on the connection, as TCP delivers
             at = link.last_arrival_ms
         link.last_arrival_ms = at
-        self.loop.call_at(at, deliver, message)
+        loop.post_at(at, fn, *args)
         return True
 
     def request(
@@ -472,27 +494,49 @@ class Network:
         timeout_ms: int = 30_000,
     ) -> None:
         """Send ``message`` to ``dst``'s handler; ``on_response`` gets the answer or a timeout."""
-        state = {"done": False}
-
-        def finish(result: Any) -> None:
-            if not state["done"]:
-                state["done"] = True
-                timer.cancel()
-                on_response(result)
-
-        def respond(response: Any, response_size: int) -> None:
-            self.send(dst, src, response, response_size, finish)
-
-        def arrive(msg: Any) -> None:
-            handler = self._handlers.get(dst)
-            if handler is None or not self.reachable(src, dst):
-                return
-            handler(src, msg, respond)
-
-        timer = self.loop.call_later(timeout_ms, _time_out, finish, src, dst)
-        self.send(src, dst, message, size, arrive)
+        exchange = _Exchange(self, src, dst, on_response)
+        exchange.timer = self.loop.call_later_fifo(timeout_ms, _time_out, exchange)
+        self._post(src, dst, size, _arrive, exchange, message)
 
 
-def _time_out(finish: Callable[[Any], None], src: int, dst: int) -> None:
+class _Exchange:
+    """One request in flight: delivered to the handler of ``dst`` if it is still reachable on
+    arrival (:func:`_arrive`), answered once — by the handler's response (the exchange is the
+    handler's ``respond``) or by the timeout (:func:`_time_out`), whichever is first (the
+    other is then ignored)."""
+
+    __slots__ = ("network", "src", "dst", "on_response", "timer", "done")
+
+    def __init__(self, network: Network, src: int, dst: int,
+                 on_response: Callable[[Any], None]) -> None:
+        self.network = network
+        self.src = src
+        self.dst = dst
+        self.on_response = on_response
+        self.timer: Any = None
+        self.done = False
+
+    def __call__(self, response: Any, response_size: int) -> None:
+        """The handler's answer: back over the reverse link."""
+        self.network._post(self.dst, self.src, response_size, _finish, self, response)  # noqa: SLF001
+
+
+def _arrive(exchange: _Exchange, message: Any) -> None:
+    network = exchange.network
+    dst = exchange.dst
+    handler = network._handlers.get(dst)  # noqa: SLF001
+    if handler is None or not network.reachable(exchange.src, dst):
+        return
+    handler(exchange.src, message, exchange)
+
+
+def _finish(exchange: _Exchange, result: Any) -> None:
+    if not exchange.done:
+        exchange.done = True
+        exchange.timer.cancel()
+        exchange.on_response(result)
+
+
+def _time_out(exchange: _Exchange) -> None:
     """A request's timer went off: its answer is the timeout (made only then)."""
-    finish(RequestTimeout(f"{src}->{dst} timed out"))
+    _finish(exchange, RequestTimeout(f"{exchange.src}->{exchange.dst} timed out"))

@@ -463,7 +463,7 @@ class Workload:
         at = int(self._due)
         if at >= self._until:
             return
-        self.loop.call_at(at, self._arrival)
+        self.loop.post_at(at, self._arrival)
 
     def _arrival(self) -> None:
         k = self._k

@@ -661,6 +661,13 @@ class Log:
         return self._segments
 
     @property
+    def segments_made(self) -> bool:
+        """False while the log is as :meth:`_create` left it — one empty segment, never
+        written or read, whose object is not built yet (asking :attr:`segments` anything
+        builds it): a reader may take it as holding no batches without building it."""
+        return type(self._segments) is not _NewLogSegments
+
+    @property
     def active_segment(self) -> LogSegment:
         seg = self._segments.last
         assert seg is not None
@@ -735,8 +742,38 @@ class Log:
 
         Batches with a producer id update the producer state with the replication rules (no
         sequence or epoch check, no duplicate detection), so a follower holds what its leader
-        holds."""
-        return self._append(batch_bytes, "replication", False, -1, True)
+        holds.
+
+        The common fetch - one whole v2 batch at the LEO - takes one header scan
+        (:func:`~replica_core.records.validator.analyze_follower_batch`) whose row also gives
+        the producer fields and the epoch; anything else, errors included, takes the general
+        path, which raises them in Kafka's order."""
+        self._check_open()
+        fast = _records().analyze_follower_batch(batch_bytes) \
+            if isinstance(batch_bytes, (bytes, memoryview)) else None
+        if fast is None:
+            return self._append(batch_bytes, "replication", False, -1, True)
+        info, row = fast
+        first_offset = info.first_offset
+        last_offset = info.last_offset
+        if first_offset < self._leo or last_offset - first_offset > INT32_MAX:
+            # UnexpectedAppendOffsetError / LogSegmentOffsetOverflowError, from the general path
+            return self._append(batch_bytes, "replication", False, -1, True)
+        now = self.clock.milliseconds()
+        update = None
+        if row[COL_PRODUCER_ID] >= 0:
+            # a replicated batch is never a duplicate (only client appends look for one)
+            update = self._check_producer_fields(
+                batch_bytes, "replication", first_offset, row[COL_ATTRIBUTES],
+                row[COL_LAST_OFFSET_DELTA], row[COL_MAX_TIMESTAMP], row[COL_PRODUCER_ID],
+                row[COL_PRODUCER_EPOCH], row[COL_BASE_SEQUENCE])
+        # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads from its header)
+        self._maybe_assign_epoch(row[COL_PARTITION_LEADER_EPOCH], first_offset)
+        self._write_validated(batch_bytes, info.valid_bytes, first_offset, last_offset,
+                              info.max_timestamp, info.shallow_offset_of_max_timestamp, now)
+        if update is not None:
+            self._apply_producer_update(update, last_offset)
+        return info
 
     def _append(
         self,
@@ -833,6 +870,12 @@ class Log:
         through :func:`analyze_and_validate_producer_state`."""
         base = _FIRST_HEADER.unpack_from(buf, 0)[0]
         attrs, delta, _, max_ts, pid, epoch, seq = _PRODUCER_FIELDS.unpack_from(buf, 21)
+        return self._check_producer_fields(buf, origin, base, attrs, delta, max_ts, pid, epoch,
+                                           seq)
+
+    def _check_producer_fields(self, buf: Any, origin: str, base: int, attrs: int, delta: int,
+                               max_ts: int, pid: int, epoch: int, seq: int) -> Any:
+        """:meth:`_check_producer_batch` once the batch's header fields are read."""
         psm = self._producer_state()
         if not attrs & (_CONTROL_FLAG | _TRANSACTIONAL_FLAG) and seq >= 0:
             last_seq = increment_sequence(seq, delta)

@@ -954,11 +954,17 @@ def in_sequence_entry(manager: ProducerStateManager, producer_id: int, producer_
     partition — needs no check but its sequence: for a client, the one after the producer's last
     and no duplicate of a cached batch; for a replicated batch, none. Then
     :func:`analyze_and_validate_producer_state` would accept it, changing nothing but that
-    entry (see :func:`apply_in_sequence`). None: use the general functions."""
+    entry (see :func:`apply_in_sequence`). None: use the general functions.
+
+    A producer the partition holds no state for is accepted at any sequence (KIP-360, see the
+    module docstring) unless its epoch is below ``NO_PRODUCER_EPOCH``: the answer is then a new,
+    empty entry, not yet in the manager, which :func:`apply_in_sequence` installs."""
     if manager._ongoing_txns:
         return None
     entry = manager._producers.get(producer_id)
-    if entry is None or entry.producer_epoch != producer_epoch or not entry.batch_metadata \
+    if entry is None:
+        return ProducerStateEntry(producer_id) if producer_epoch >= NO_PRODUCER_EPOCH else None
+    if entry.producer_epoch != producer_epoch or not entry.batch_metadata \
             or entry.current_txn_first_offset is not None:
         return None
     if client and (not _in_sequence(entry.batch_metadata[-1].last_seq, first_seq)
@@ -972,8 +978,12 @@ def apply_in_sequence(manager: ProducerStateManager, entry: ProducerStateEntry,
                       timestamp: int) -> None:
     """After the records of a batch :func:`in_sequence_entry` accepted are written: what
     :func:`apply_producer_state_update` does for it (the batch cached, the timestamp taken, the
-    map end offset past it)."""
+    map end offset past it; a new producer's entry installed)."""
     entry.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+    producers = manager._producers
+    if entry.producer_id not in producers:
+        producers[entry.producer_id] = entry
+        manager._update_oldest_txn_timestamp()
     manager._last_map_offset = last_offset + 1
 
 

@@ -475,13 +475,14 @@ class LogSegment:
             if waited > max_segment_ms - self.roll_jitter_ms:
                 return True
         index = self._offset_index
+        if self._indexes_preallocated and self._time_index is None:
+            # the time index is not built yet, so it is still empty: full only when it has one
+            # slot at most (it keeps its last for the roll entry); the offset index, if not
+            # built either, is empty too (then with two slots at most, but not full). Neither
+            # is built just to be asked.
+            return (self.max_index_size < 24 or (index is not None and index.is_full())
+                    or not 0 <= max_offset - self.base_offset <= INT32_MAX)
         if index is None:
-            if self._indexes_preallocated and self._time_index is None:
-                # neither index built yet, both empty: full only when the time index has one
-                # slot at most (it keeps its last for the roll entry; the offset index then has
-                # two at most, but is not full)
-                return (self.max_index_size < 24
-                        or not 0 <= max_offset - self.base_offset <= INT32_MAX)
             index = self.offset_index
         if index.is_full():
             return True
