@@ -213,7 +213,7 @@ class Partition:
         self.leader_recovery_state = LEADER_RECOVERY_RECOVERED  # RECOVERING is treated as RECOVERED
         log = self._ensure_log(state)
         leo = int(log.log_end_offset)
-        isr = [int(b) for b in state.isr]
+        isr = list(map(int, state.isr))
         self._pending = None
         self._pending_shrunk = ()
         self.alter_partition.forget_unsent(self.tp)
@@ -266,9 +266,10 @@ class Partition:
         return is_new_leader_epoch
 
     def _set_assignment(self, state: LeaderAndIsrPartitionState) -> None:
-        self.replicas = tuple(int(b) for b in state.replicas)
-        self.adding_replicas = tuple(int(b) for b in state.adding_replicas)
-        self.removing_replicas = tuple(int(b) for b in state.removing_replicas)
+        self.replicas = tuple(map(int, state.replicas))
+        adding, removing = state.adding_replicas, state.removing_replicas
+        self.adding_replicas = tuple(map(int, adding)) if adding else ()
+        self.removing_replicas = tuple(map(int, removing)) if removing else ()
         if state.topic_id:
             self.topic_id = state.topic_id
 

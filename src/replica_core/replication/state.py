@@ -169,8 +169,8 @@ class ReplicaStateTable:
         ``leader_leo``; the HW is kept as given, not recomputed. ``eligible`` lists the
         ISR-eligible followers (default: all).
         """
-        replicas = [int(b) for b in replicas]
-        isr_set = {int(b) for b in isr}
+        replicas = list(map(int, replicas))
+        isr_set = set(map(int, isr))
         self._validate_assignment(replicas, isr_set)
         if min_isr < 1:
             raise ValueError("min.insync.replicas must be at least 1")
@@ -180,20 +180,34 @@ class ReplicaStateTable:
             self.reserve(self.capacity, len(replicas))
         if self._free:
             p = heapq.heappop(self._free)
+            self._clear_row(p)  # isr_state COMMITTED; every slot padding, follower state empty
         else:
             if self.scan_bound == self.capacity:
                 self.reserve(2 * self.capacity)
+            # a row at scan_bound was never used: it holds the fill values _allocate gave it
+            # (nothing writes at or past scan_bound), as a cleared row does
             p = self.scan_bound
             self.scan_bound += 1
-        self._clear_row(p)
+        me = self.broker_id
+        row = [me, *(b for b in replicas if b != me)]
+        n = len(row)
+        in_isr = [b in isr_set for b in row]
+        eligible_set = set(row) if eligible is None else {int(b) for b in eligible}
         self.leader_leo[p] = leader_leo
         self.hw[p] = hw
         self.min_isr[p] = min_isr
-        self.isr_state[p] = IsrState.COMMITTED
         self.active[p] = 1
         self._size += 1
-        self._write_slots(p, replicas, isr_set, {}, eligible)
-        self.start_leader_epoch(p, leader_epoch, now_ms, new_leader=True)
+        # the slots as _write_slots lays them out for new followers, then a NEW leader's epoch
+        # (start_leader_epoch): the followers' reset state is the cleared row's already
+        self.replica_id[p, :n] = row
+        self.in_isr[p, :n] = in_isr
+        self.in_max_isr[p, :n] = in_isr
+        self.eligible[p, 1:n] = [b in eligible_set for b in row[1:]]
+        self.n_replicas[p] = n
+        self.leader_epoch[p] = leader_epoch
+        self.epoch_start_offset[p] = leader_leo
+        self.last_caught_up_time_ms[p, 1:n] = [now_ms if f else 0 for f in in_isr[1:]]
         return p
 
     def remove_partition(self, p: int) -> None:

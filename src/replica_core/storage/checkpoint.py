@@ -207,14 +207,15 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
         """As :meth:`CheckpointFile.encode`; each distinct topic name is checked once (a log
         dir's checkpoint lists thousands of partitions of a few topics)."""
         checked: set[str] = set()
-        body = []
+        body: list[str] = []
+        line = body.append
         for (topic, partition), offset in entries:
             if topic not in checked:
                 if not topic or _JAVA_WS.search(topic):
                     raise ValueError(f"topic {topic!r} cannot be written to a checkpoint")
                 checked.add(topic)
-            body.append(f"{topic} {int(partition)} {int(offset)}")
-        return f"{self.version}\n{len(body)}\n{''.join(line + chr(10) for line in body)}".encode()
+            line(f"{topic} {int(partition)} {int(offset)}\n")
+        return (f"{self.version}\n{len(body)}\n" + "".join(body)).encode()
 
     def read(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): offset}`` (later duplicates win, like Kafka's HashMap)."""

@@ -158,14 +158,17 @@ class LogLoader:
         self.report = report or RecoveryReport(dir, had_clean_shutdown)
         self.max_index_size = int(config.segment_index_bytes)
         self.jitter_source = jitter_source  # segment roll jitter (LogSegment.open)
+        self._names: list[str] | None = None  # the directory's file names (see _files)
 
     # --- helpers ----------------------------------------------------------------------
     def _files(self) -> list[str]:
-        return sorted(
-            name
-            for name in self.medium.listdir(self.dir)
-            if not self.medium.is_dir(os.path.join(self.dir, name))
-        )
+        """The file names in the directory, sorted (listed once until a step changes them)."""
+        names = self._names
+        if names is None:
+            medium, prefix = self.medium, self.dir.rstrip("/") + "/"
+            names = self._names = [name for name in medium.listdir(self.dir)
+                                   if not medium.is_dir(prefix + name)]
+        return names
 
     def _ignore(self, name: str) -> None:
         """A file whose name parses to an offset but is not Kafka's 20-digit spelling."""
@@ -174,6 +177,7 @@ class LogLoader:
             f"{name}: not a 20-digit segment file name; left alone, not loaded")
 
     def _remove(self, name: str) -> None:
+        self._names = None
         try:
             self.medium.remove(os.path.join(self.dir, name))
         except FileNotFoundError:
@@ -249,8 +253,9 @@ class LogLoader:
                 if min_swap <= off < max_swap:
                     self._remove(name)
                     self.report.replaced_by_swap.append(name)
-        for name in self._files():
+        for name in list(self._files()):
             if name.endswith(SWAP_FILE_SUFFIX) and is_canonical_file_name(name):
+                self._names = None
                 self.medium.rename(
                     os.path.join(self.dir, name),
                     os.path.join(self.dir, _strip_suffix(name, SWAP_FILE_SUFFIX)),
@@ -458,7 +463,9 @@ class LogLoader:
         """Run every step; the segments end up in ``self.segments``."""
         swaps = self._remove_temp_files_and_collect_swaps()
         if swaps:
+            self._names = None
             self._complete_swaps(swaps)
+            self._names = None  # list again: completing swaps renames and removes files
         self.segments.clear()
         self._load_segment_files()
         recovery_point, leo = self._recover_log()

@@ -134,8 +134,24 @@ def _records() -> Any:
     return _records_module
 
 
+# directory path -> (topic, partition): loading a log dir parses each name three times
+_PARSED_DIRS: dict[str, tuple[str, int]] = {}
+
+
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``topic-N`` (also ``topic-N.<uuid>-delete`` / ``-future`` / ``-stray``) → (topic, N)."""
+    if type(dir_name) is str:
+        tp = _PARSED_DIRS.get(dir_name)
+        if tp is None:
+            tp = _parse_topic_partition(dir_name)
+            if len(_PARSED_DIRS) >= 65_536:
+                _PARSED_DIRS.clear()
+            _PARSED_DIRS[dir_name] = tp
+        return tp
+    return _parse_topic_partition(dir_name)
+
+
+def _parse_topic_partition(dir_name: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(dir_name))
     for suffix in _DIR_SUFFIXES:
         if name.endswith(suffix) and "." in name:
@@ -314,6 +330,21 @@ def _new_dir_files(base_offset: int, index_bytes: int) -> tuple[tuple[str, int],
     return files
 
 
+def _untouched_base(files: tuple[tuple[str, int], ...] | None, index_bytes: int) -> int | None:
+    """The base offset of the one segment of a partition directory whose ``files`` (from
+    :meth:`~replica_core.storage.medium.Medium.untouched_files`) are exactly what
+    :meth:`Log._create` makes with ``segment.index.bytes`` = ``index_bytes``; else None."""
+    if files is None or len(files) != 4 or index_bytes < 12:
+        return None
+    name = files[1][0]
+    prefix = name[:-len(LOG_FILE_SUFFIX)]
+    if not (name.endswith(LOG_FILE_SUFFIX) and len(prefix) == 20 and prefix.isdigit()
+            and prefix.isascii()):
+        return None
+    base = int(prefix)
+    return base if files == _new_dir_files(base, index_bytes) else None
+
+
 class _NewLogSegments(LogSegments):
     """The segments of a log just created empty (:meth:`Log._create`): its one segment's files
     are on the medium already, and the :class:`LogSegment` object is built — as it would have
@@ -411,8 +442,9 @@ class Log:
         self._psm_start = self._log_start_offset  # where a state made now starts, snapshotted
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._recovery_report = recovery_report
-        # a created log's report is built when asked for: (dir, clean, start, recovery point)
-        self._creation: tuple[str, bool, int, int] | None = None
+        # a created log's report is built when asked for: (dir, clean, start, recovery point,
+        # whether an untouched existing directory was recovered)
+        self._creation: tuple[str, bool, int, int, bool] | None = None
         self.last_flush_ms = clock.milliseconds()
         self.closed = False
         self.topic_id: str | None = None
@@ -472,6 +504,16 @@ class Log:
                                min(recovery_point, log_start_offset), had_clean_shutdown, tp,
                                jitter_source=jitter_source,
                                producer_id_expiration_ms=producer_id_expiration_ms)
+        if not had_clean_shutdown:
+            base = _untouched_base(medium.untouched_files(dir), int(config.segment_index_bytes))
+            if base is not None and log_start_offset <= base:
+                # a directory created empty and never looked into since: recovery would find
+                # it as it was made (one empty segment, pre-allocated empty indexes, no epoch,
+                # no snapshot) and leave it so; recover it without reading it
+                return cls._create(dir, config, medium, clock, base, min(recovery_point, base),
+                                   False, tp, jitter_source=jitter_source,
+                                   producer_id_expiration_ms=producer_id_expiration_ms,
+                                   recovered=True)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -518,7 +560,8 @@ class Log:
     def _create(cls, dir: str, config: Any, medium: Any, clock: Any, log_start_offset: int,
                 recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int],
                 jitter_source: Any = None,
-                producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> Log:
+                producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                recovered: bool = False) -> Log:
         """A brand-new partition directory (``dir`` does not exist): what loading an empty one
         yields (one empty segment at the log start offset with pre-allocated indexes, an empty
         epoch cache), without listing or scanning anything.
@@ -528,14 +571,21 @@ class Log:
         segment (:class:`_NewLogSegments`), its indexes (``index_files_preallocated``) and the
         recovery report, and the producer state (``_producer_state``: an empty directory has no
         snapshot to load and no batch to replay).
+
+        ``recovered``: ``dir`` exists already, untouched since it was made so (see
+        :func:`_untouched_base`), and is being loaded after an unclean shutdown; nothing is
+        written, and the report says its one segment was loaded and recovered.
         """
         index_bytes = int(config.segment_index_bytes)
-        if index_bytes < 12:  # too small for an index entry: fail where the index is made
+        if recovered:
+            pass  # the files are there, exactly as this would make them
+        elif index_bytes < 12:  # too small for an index entry: fail where the index is made
             return cls._create_stepwise(dir, config, medium, clock, log_start_offset,
                                         recovery_point, had_clean_shutdown, tp,
                                         jitter_source=jitter_source,
                                         producer_id_expiration_ms=producer_id_expiration_ms)
-        medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
+        else:
+            medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
         cache = LeaderEpochCache(LeaderEpochCheckpointFile(
             medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
         segments = _NewLogSegments(medium, dir, log_start_offset, config, clock, jitter_source,
@@ -557,7 +607,7 @@ class Log:
                                                    producer_id_expiration_ms),
             producer_id_expiration_ms=producer_id_expiration_ms,
         )
-        lg._creation = (dir, had_clean_shutdown, log_start_offset, recovery_point)
+        lg._creation = (dir, had_clean_shutdown, log_start_offset, recovery_point, recovered)
         return lg
 
     @classmethod
@@ -620,10 +670,13 @@ class Log:
         """What opening the directory found and changed (for a created log: nothing)."""
         report = self._recovery_report
         if report is None and self._creation is not None:
-            dir, clean, start, recovery_point = self._creation
+            dir, clean, start, recovery_point, recovered = self._creation
             report = RecoveryReport(dir, clean)
             report.log_start_offset = report.log_end_offset = start
             report.recovery_point = recovery_point
+            if recovered:  # what the loader reports of its one (empty) segment
+                report.segments_loaded = 1
+                report.recovered_segments.append(start)
             self._recovery_report = report
         return report
 

@@ -33,7 +33,7 @@ from replica_core.errors import (
 )
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
-from replica_core.storage.log import Log, parse_topic_partition
+from replica_core.storage.log import Log, _join, parse_topic_partition
 from replica_core.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -430,7 +430,7 @@ class LogManager:
                 log_dir = min(online, key=lambda d: (counts.get(d, 0), online.index(d)))
             elif log_dir not in online:
                 raise KafkaStorageError(f"log dir {log_dir} is offline or unknown")
-        path = os.path.join(log_dir, f"{topic}-{partition}")
+        path = _join(log_dir, f"{topic}-{partition}")
         if config is None:
             config = self.config_for(topic)
         if self.medium.exists(path):
@@ -566,7 +566,9 @@ class LogManager:
 
         if log_dir in self.offline_dirs:
             return
-        logs = self._logs_in(log_dir)
+        # one log dir holds every log: read them in place (nothing here adds or drops a log)
+        logs = self._logs if len(self.log_dirs) == 1 and log_dir in self.log_dirs \
+            else self._logs_in(log_dir)
         if include is None:
             entries = {tp: value(lg) for tp, lg in logs.items()}
         else:

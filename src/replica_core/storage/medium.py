@@ -213,6 +213,13 @@ class Medium:
             finally:
                 f.close()
 
+    def untouched_files(self, path: PathLike) -> tuple[tuple[str, int], ...] | None:
+        """The ``(name, length)`` files :meth:`create_dir_with_files` made directory ``path``
+        with, if nothing has looked inside it or changed it since; None otherwise, and None
+        where the medium does not keep track (:class:`FileMedium`). Such a directory holds
+        exactly those files: zero bytes of those lengths, their names not durable."""
+        return None
+
     def read_bytes(self, path: PathLike) -> bytes:
         """The whole current contents of file ``path``."""
         f = self.open(path, writable=False)
@@ -583,9 +590,23 @@ class _MemoryFile(MediumFile):
         return self._inode is None
 
 
+def _flushed_inode(data: bytes) -> _Inode:
+    """A file holding ``data``, all of it durable (what ``write_atomic`` leaves)."""
+    inode = _Inode()
+    inode.buf = bytearray(data)
+    inode.size = len(inode.buf)
+    inode.durable = bytearray(inode.buf)
+    inode.durable_size = inode.size
+    return inode
+
+
 def _norm(path: PathLike) -> str:
-    p = posixpath.normpath(os.fspath(path))
-    return p
+    """``posixpath.normpath``; a string with nothing to normalise (no empty, ``.`` or ``..``
+    component, no trailing or leading ``./``) is returned as it is without the scan."""
+    if type(path) is str and path and path[-1] != "/" and "/." not in path \
+            and "//" not in path and path[:2] != "./":
+        return path
+    return posixpath.normpath(os.fspath(path))
 
 
 def _parent(p: str) -> str:
@@ -627,7 +648,12 @@ class MemoryMedium(Medium):
         # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
         # length, its name not durable); its inode is made when something looks inside.
         self._pending: dict[str, tuple[tuple[str, int], ...]] = {}
+        # pending directories a write_atomic replaced one of the files of (path -> its inode):
+        # their names are durable, as the write's directory sync makes them (see write_atomic)
+        self._pending_written: dict[str, dict[str, _Inode]] = {}
         self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
+        # id(files) -> (files, their names) for the pending lists (one per shape, shared)
+        self._file_list_names: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
         #: while true, file fsyncs report success and persist nothing (see the module docstring)
         self.lose_fsyncs = False
         self.fsyncs = 0
@@ -706,6 +732,10 @@ class MemoryMedium(Medium):
             self._file_kids[d] = kids
         else:
             present.update(kids)
+        written = self._pending_written.pop(d, None)
+        if written is not None:  # then the write's directory sync, as it would have happened
+            table.update(written)
+            self._sync_names(d)
 
     def _touch(self, p: str) -> None:
         """Before anything is done with path ``p``: materialise the pending directory it is
@@ -717,6 +747,24 @@ class MemoryMedium(Medium):
                 self._materialize(d)
             if p in pending:
                 self._materialize(p)
+
+    def _names_of(self, files: tuple[tuple[str, int], ...]) -> frozenset[str]:
+        """The names in a pending file list."""
+        hit = self._file_list_names.get(id(files))
+        if hit is None or hit[0] is not files:
+            hit = (files, frozenset(name for name, _ in files))
+            if len(self._file_list_names) >= 64:
+                self._file_list_names.clear()
+            self._file_list_names[id(files)] = hit
+        return hit[1]
+
+    def _touch_written(self, p: str) -> None:
+        """Before reading the durable names of path ``p``: make the pending directory it is in
+        if a write made its names durable."""
+        if self._pending_written:
+            d = _parent(p)
+            if d in self._pending_written:
+                self._materialize(d)
 
     def _touch_tree(self, p: str) -> None:
         """Materialise every pending directory at or below ``p`` (before a bulk change)."""
@@ -755,8 +803,7 @@ class MemoryMedium(Medium):
         if self._pending:
             files = self._pending.get(_parent(p))
             if files is not None:
-                name = p.rpartition("/")[2]
-                return any(n == name for n, _ in files)
+                return p.rpartition("/")[2] in self._names_of(files)
         return False
 
     def is_dir(self, path: PathLike) -> bool:
@@ -769,9 +816,10 @@ class MemoryMedium(Medium):
             if d in self._files:
                 raise NotADirectoryError(d)
             raise FileNotFoundError(d)
-        names = [posixpath.basename(p) for p in self._file_kids.get(d, ())]
-        names += [posixpath.basename(p) for p in self._dir_kids.get(d, ())]
-        return sorted(names)
+        names = [p.rpartition("/")[2] for p in self._file_kids.get(d, ())]
+        names += [p.rpartition("/")[2] for p in self._dir_kids.get(d, ())]
+        names.sort()
+        return names
 
     def makedirs(self, path: PathLike) -> None:
         p = _norm(path)
@@ -808,6 +856,7 @@ class MemoryMedium(Medium):
             raise FileNotFoundError(p)
         for d in [d for d in self._pending if d == p or _under(d, p)]:
             del self._pending[d]  # its files go with it, never made
+            self._pending_written.pop(d, None)
         for table in (self._files, self._durable):
             for q in [q for q in table if _under(q, p)]:
                 del table[q]
@@ -917,21 +966,39 @@ class MemoryMedium(Medium):
         if files:
             pending[d] = files
 
+    def untouched_files(self, path: PathLike) -> tuple[tuple[str, int], ...] | None:
+        """:meth:`Medium.untouched_files`: the files of a directory still pending (made by
+        :meth:`create_dir_with_files` when it did not exist, not materialised since)."""
+        if not self._pending:
+            return None
+        d = _norm(path)
+        return None if d in self._pending_written else self._pending.get(d)
+
     def write_atomic(self, path: PathLike, data: bytes) -> None:
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
         (``path`` holds ``data``, flushed; the directory's names durable; no ``.tmp`` left)."""
         p = _norm(path)
         parent = _parent(p)
+        files = self._pending.get(parent) if self._pending else None
+        if files is not None and p not in self._pending:
+            name = p.rpartition("/")[2]
+            names = self._names_of(files)
+            if name in names and name + ".tmp" not in names:
+                # a file of a pending directory (its leader epoch checkpoint): the new inode
+                # waits with the directory, which stays pending; making it applies the write
+                # and its directory sync (nothing can see the difference before: anything
+                # that looks inside makes it, a power failure and the durable-state queries
+                # too)
+                written = self._pending_written.get(parent)
+                if written is None:
+                    written = self._pending_written[parent] = {}
+                written[p] = _flushed_inode(data)
+                return
         self._touch(p)
         if (p + ".tmp") in self._files or p in self._dirs or parent not in self._dirs:
             super().write_atomic(path, data)
             return
-        inode = _Inode()
-        inode.buf = bytearray(data)
-        inode.size = len(inode.buf)
-        inode.durable = bytearray(inode.buf)
-        inode.durable_size = inode.size
-        self._set_file(p, inode)
+        self._set_file(p, _flushed_inode(data))
         self._sync_names(parent)
 
     # -- faults and inspection -------------------------------------------------------------
@@ -952,6 +1019,8 @@ class MemoryMedium(Medium):
         self._handles = weakref.WeakSet()
         out: list[TornFile] = []
         if kind == "power":
+            for d in list(self._pending_written):
+                self._materialize(d)  # its names are durable: its files are on the disk
             self._pending.clear()  # names never made durable: gone
             self._files = dict(self._durable)
             seen: set[int] = set()
@@ -982,6 +1051,7 @@ class MemoryMedium(Medium):
         pages are not cached). ``FileNotFoundError`` if ``path`` has no durable name,
         ``ValueError`` if the bit is not within its durable length."""
         p = _norm(path)
+        self._touch_written(p)
         inode = self._durable.get(p)
         if inode is None:
             raise FileNotFoundError(f"{p} has no durable name")
@@ -1000,12 +1070,16 @@ class MemoryMedium(Medium):
 
     def durable_size(self, path: PathLike) -> int | None:
         """The durable length of ``path`` (None: it would not exist after a power failure)."""
-        inode = self._durable.get(_norm(path))
+        p = _norm(path)
+        self._touch_written(p)
+        inode = self._durable.get(p)
         return None if inode is None else inode.durable_size
 
     def durable_bytes(self, path: PathLike) -> bytes | None:
         """What ``path`` would hold after a power failure now (None: it would not exist)."""
-        inode = self._durable.get(_norm(path))
+        p = _norm(path)
+        self._touch_written(p)
+        inode = self._durable.get(p)
         if inode is None:
             return None
         if inode.durable is None:
