@@ -242,6 +242,18 @@ def test_risk_grid_answers_its_question():
     assert [t.replication_factor for t in s.topics] == [3]
 
 
+def test_the_year_grid_runs_a_horizon_with_both_flush_policies():
+    from replica_core.sim.scenario import examples_dir
+
+    g = load_grid(examples_dir() / "grids" / "risk-year.toml")
+    assert set(g.axes) == {"flush.messages"} and g.n_configs == 2 and g.seeds == 30
+    scenarios = [r.scenario() for r in g.rows()]
+    assert len(scenarios) == 60
+    assert {s.configs.get("flush.messages") for s in scenarios} == {1, 2**63 - 1}
+    assert all(s.horizon_days == 365 and s.simulated_s == 365 * 86_400 for s in scenarios)
+    assert scenarios[0].fault_rates["broker_mtbf_hours"] == 4380
+
+
 # ---- the newer figures as typed row columns, from real runs -------------------------------------
 def _row_of(example, **overrides):
     from replica_core.sim.run import run_scenario

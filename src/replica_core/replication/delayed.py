@@ -182,12 +182,9 @@ class DelayedFetch(DelayedOperation):
                 except KafkaError:
                     return _COMPLETE  # the offset left the log meanwhile
                 self._resolved(tp, start)
-            if not (_offset_only(start) or _offset_only(end)):
-                if start.segment_base_offset < end.segment_base_offset:
-                    return _COMPLETE  # Case F: lagging, or the segment just rolled
-                if start.segment_base_offset == end.segment_base_offset:
-                    got = min(end.relative_position_in_segment
-                              - start.relative_position_in_segment, info.partition_max_bytes)
+            got = _available_bytes(start, end, info.partition_max_bytes)
+            if got == _COMPLETE:
+                return _COMPLETE
         if info.last_fetched_epoch >= 0:
             log = partition.log
             if (log is not None and info.last_fetched_epoch == log.latest_epoch
@@ -316,12 +313,9 @@ class DelayedSessionFetch(DelayedFetch):
                 except KafkaError:
                     return _COMPLETE  # the offset left the log meanwhile
                 self.start[tp] = start
-            if not (_offset_only(start) or _offset_only(end)):
-                if start.segment_base_offset < end.segment_base_offset:
-                    return _COMPLETE  # Case F: lagging, or the segment just rolled
-                if start.segment_base_offset == end.segment_base_offset:
-                    got = min(end.relative_position_in_segment
-                              - start.relative_position_in_segment, info.partition_max_bytes)
+            got = _available_bytes(start, end, info.partition_max_bytes)
+            if got == _COMPLETE:
+                return _COMPLETE
         last_fetched = info.last_fetched_epoch
         if last_fetched >= 0:
             if last_fetched == log.latest_epoch and log.log_end_offset >= info.fetch_offset:
@@ -343,6 +337,20 @@ class DelayedSessionFetch(DelayedFetch):
         manager._session_fetch_done(self)
         parts = manager._session_pending_reads(self.session)
         self._respond(manager._read_from_log(self.params, parts, read_from_purgatory=True))
+
+
+def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:
+    """Case G's bytes between a fetch position and the end position in one segment, capped
+    at ``max_bytes``; 0 when either is known only as an offset (KAFKA-16452); ``_COMPLETE``
+    when the start is on an older segment than the end (Case F: lagging, or just rolled)."""
+    if _offset_only(start) or _offset_only(end):
+        return 0
+    if start.segment_base_offset < end.segment_base_offset:
+        return _COMPLETE
+    if start.segment_base_offset == end.segment_base_offset:
+        return min(end.relative_position_in_segment - start.relative_position_in_segment,
+                   max_bytes)
+    return 0
 
 
 def _offset_only(meta: Any) -> bool:
