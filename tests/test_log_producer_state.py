@@ -32,7 +32,17 @@ from replica_core.storage.config import LogConfig
 from replica_core.storage.log import Log
 from replica_core.storage.log_manager import LogManager
 from replica_core.storage.medium import FileMedium, MemoryMedium
-from replica_core.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from replica_core.storage.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    AppendOrigin,
+    BatchInfo,
+    ProducerStateManager,
+    analyze_and_validate_producer_state,
+    apply_in_sequence,
+    apply_producer_state_update,
+    in_sequence_entry,
+    increment_sequence,
+)
 from replica_core.storage.producer_state_snapshot import (
     SnapshotEntry,
     decode_snapshot,
@@ -43,6 +53,13 @@ from replica_core.storage.producer_state_snapshot import (
 T0 = 1_700_000_000_000
 PID = 4242
 DIR = "/data/topic-0"
+
+
+def _empty_state_manager() -> ProducerStateManager:
+    """A producer state manager of an empty partition directory on a fresh medium."""
+    m = MemoryMedium()
+    m.makedirs(DIR)
+    return ProducerStateManager(m, DIR, ManualClock(T0))
 # "producer": the leader's one-call fast path; "gzip": recompression takes the general path
 CODECS = ["producer", "gzip"]
 
@@ -515,21 +532,7 @@ def test_the_one_step_path_leaves_what_the_general_path_leaves():
     general way."""
     import random
 
-    from replica_core.storage.producer_state import (
-        AppendOrigin,
-        BatchInfo,
-        ProducerStateManager,
-        analyze_and_validate_producer_state,
-        apply_in_sequence,
-        apply_producer_state_update,
-        in_sequence_entry,
-        increment_sequence,
-    )
-
-    def manager():
-        m = MemoryMedium()
-        m.makedirs(DIR)
-        return ProducerStateManager(m, DIR, ManualClock(T0))
+    manager = _empty_state_manager
 
     def state(m):
         return ({p: (e.to_snapshot_entry(), list(e.batch_metadata))
@@ -599,21 +602,7 @@ def test_the_one_step_path_takes_new_producers_as_the_general_path_does():
     an epoch below NO_PRODUCER_EPOCH, or a transaction open in the partition, is left to the
     general path (which refuses the first for a client)."""
     from replica_core.errors import InvalidProducerEpochError
-    from replica_core.storage.producer_state import (
-        AppendOrigin,
-        BatchInfo,
-        ProducerStateManager,
-        analyze_and_validate_producer_state,
-        apply_in_sequence,
-        apply_producer_state_update,
-        in_sequence_entry,
-        increment_sequence,
-    )
-
-    def manager():
-        m = MemoryMedium()
-        m.makedirs(DIR)
-        return ProducerStateManager(m, DIR, ManualClock(T0))
+    manager = _empty_state_manager
 
     def state(m):
         return ([(p, e.to_snapshot_entry(), list(e.batch_metadata))
