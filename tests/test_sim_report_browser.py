@@ -112,3 +112,24 @@ def test_screenshot_is_not_blank(report, tmp_path):
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 30_000  # text, tables and charts; a blank page compresses to ~5 KB
+
+
+def test_a_horizon_report_shows_its_episodes_in_place_of_the_time_charts(tmp_path):
+    # a day of a small cluster with crashes drawn from rates: a few fault episodes
+    from test_sim_episodes import SMALL
+
+    summary, series, info = run_scenario(sc.from_dict(SMALL))
+    page = write_outputs(tmp_path / "out", summary, series, info)["report"]
+    seen = render(page, tmp_path)
+    h = summary["horizon"]
+    assert h["episodes"] >= 2
+    assert seen["verdict"].strip() == summary["verdict"]["line"]
+    text = seen["text"]
+    assert f"1 day in {h['episodes']} fault episodes" in text
+    assert "Fault episodes" in text and "ended healthy" in text
+    assert text.count("\tyes") + text.count("yes\n") >= h["episodes"]
+    # over a horizon the time charts would be one line with long gaps: only the latency CDF
+    assert [f["caption"] for f in seen["figures"]] == [
+        "Produce latency (acknowledged requests, CDF)"]
+    assert "NaN" not in text and "1e-09" not in text
+    assert seen["resources"] == []
