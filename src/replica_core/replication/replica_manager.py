@@ -743,10 +743,7 @@ class ReplicaManager:
                         fetched = log.read(fetch_offset, min(info.partition_max_bytes, limit),
                                            isolation=ISOLATION_LOG_END,
                                            min_one_message=min_one_message)
-                        records = fetched.records
-                        if fetched.first_entry_incomplete and not hard_limit:
-                            records = b""  # v3+: an incomplete first batch is sent as nothing
-                        res = LogReadResult(tp, Errors.NONE, records,
+                        res = LogReadResult(tp, Errors.NONE, _sendable(fetched, hard_limit),
                                             fetched.fetch_offset_metadata, None, hw, log_start,
                                             leo, hw)
                     diverging = None
@@ -757,16 +754,11 @@ class ReplicaManager:
                         epoch_checked=True)
                     fetched = read.fetched
                     diverging = read.diverging_epoch
-                    if fetched is None:
-                        records: Any = b""
-                        meta = None
-                    else:
-                        records = fetched.records
-                        meta = fetched.fetch_offset_metadata
-                        if fetched.first_entry_incomplete and not hard_limit:
-                            records = b""  # v3+: an incomplete first batch is sent as nothing
                     leo = read.log_end_offset
-                    res = LogReadResult(tp, Errors.NONE, records, meta, diverging,
+                    res = LogReadResult(tp, Errors.NONE,
+                                        b"" if fetched is None else _sendable(fetched, hard_limit),
+                                        None if fetched is None else fetched.fetch_offset_metadata,
+                                        diverging,
                                         read.high_watermark, read.log_start_offset, leo,
                                         read.last_stable_offset)
             except KafkaError as e:
@@ -1123,6 +1115,14 @@ class ReplicaManager:
                "IncrementalFetchSessionEvictionsPerSec": cache.evictions}
         out.update(self._counters)
         return out
+
+
+def _sendable(fetched: Any, hard_max_bytes_limit: bool) -> Any:
+    """A read's records as a fetch response carries them: from fetch v3 on (no hard byte
+    limit) an incomplete first batch is sent as nothing."""
+    if fetched.first_entry_incomplete and not hard_max_bytes_limit:
+        return b""
+    return fetched.records
 
 
 def _next_due(previous_due: int, period: int, now: int) -> int:

@@ -804,17 +804,23 @@ class SimBroker:
     def _schedule_flusher(self) -> None:
         """Kafka's log flusher: with a finite ``flush.ms`` flush overdue logs that often."""
         interval = self.cluster.flush_interval_ms
-        if interval is None:
-            return
+        if interval is not None:
+            self._schedule_periodic(interval, interval, LogManager.flush_dirty_logs)
+
+    def _schedule_periodic(self, delay_ms: int, period_ms: int,
+                           task: Callable[[LogManager], Any]) -> None:
+        """Kafka's ``KafkaScheduler.schedule(name, task, delay, period)`` on the simulated
+        clock: ``task`` runs on this process's LogManager ``delay_ms`` from now, then every
+        ``period_ms``, until the process stops."""
         inc = self.incarnation
 
         def run() -> None:
             if inc != self.incarnation or not self.alive or self.lm is None:
                 return
-            self.lm.flush_dirty_logs()
-            self.loop.call_later(interval, run)
+            task(self.lm)
+            self.loop.call_later(period_ms, run)
 
-        self.loop.call_later(interval, run)
+        self.loop.call_later(delay_ms, run)
 
     def _schedule_retention(self) -> None:
         """Kafka's ``kafka-log-retention`` task: the LogManager's retention check
@@ -823,19 +829,15 @@ class SimBroker:
         lm = self.lm
         if lm is None:
             return
-        inc = self.incarnation
 
-        def run() -> None:
-            if inc != self.incarnation or not self.alive or self.lm is None:
-                return
-            deleted = self.lm.cleanup_logs()
+        def check(lm: LogManager) -> None:
+            deleted = lm.cleanup_logs()
             if deleted:
                 self.cluster.retention_segments_deleted += deleted
                 self.cluster.trace("retention", self.broker_id, deleted)
                 self._schedule_file_deletion()
-            self.loop.call_later(self.lm.retention_check_interval_ms, run)
 
-        self.loop.call_later(lm.initial_task_delay_ms, run)
+        self._schedule_periodic(lm.initial_task_delay_ms, lm.retention_check_interval_ms, check)
 
     def _schedule_file_deletion(self) -> None:
         """Remove retention's ``.deleted`` files when ``file.delete.delay.ms`` has passed
@@ -864,18 +866,9 @@ class SimBroker:
         """Kafka's ``PeriodicProducerExpirationCheck`` (every
         ``producer.id.expiration.check.interval.ms``)."""
         lm = self.lm
-        if lm is None:
-            return
-        interval = lm.producer_id_expiration_check_interval_ms
-        inc = self.incarnation
-
-        def run() -> None:
-            if inc != self.incarnation or not self.alive or self.lm is None:
-                return
-            self.lm.remove_expired_producers_if_due()
-            self.loop.call_later(interval, run)
-
-        self.loop.call_later(interval, run)
+        if lm is not None:
+            interval = lm.producer_id_expiration_check_interval_ms
+            self._schedule_periodic(interval, interval, LogManager.remove_expired_producers_if_due)
 
     # ---- time-driven work -----------------------------------------------------------------------
     def _schedule_tick(self) -> None:

@@ -134,23 +134,12 @@ def _records() -> Any:
     return _records_module
 
 
-# directory path -> (topic, partition): loading a log dir parses each name three times
-_PARSED_DIRS: dict[str, tuple[str, int]] = {}
-
-
 def parse_topic_partition(dir_name: str) -> tuple[str, int]:
     """``topic-N`` (also ``topic-N.<uuid>-delete`` / ``-future`` / ``-stray``) → (topic, N)."""
-    if type(dir_name) is str:
-        tp = _PARSED_DIRS.get(dir_name)
-        if tp is None:
-            tp = _parse_topic_partition(dir_name)
-            if len(_PARSED_DIRS) >= 65_536:
-                _PARSED_DIRS.clear()
-            _PARSED_DIRS[dir_name] = tp
-        return tp
-    return _parse_topic_partition(dir_name)
+    return _parse_topic_partition(os.fspath(dir_name))
 
 
+@functools.lru_cache(maxsize=65_536)  # loading a log dir parses each name three times
 def _parse_topic_partition(dir_name: str) -> tuple[str, int]:
     name = os.path.basename(os.path.normpath(dir_name))
     for suffix in _DIR_SUFFIXES:
