@@ -22,6 +22,7 @@ EXTENSIONS = {
     "_replica_state": [f"{FAST}/_replica_state.pyx"],
     "_fetch_order": [f"{FAST}/_fetch_order.pyx"],
     "_invariants": [f"{FAST}/_invariants.pyx"],
+    "_segment_recovery": [f"{FAST}/_segment_recovery.pyx"],
 }
 
 only = {n.strip() for n in os.environ.get("REPLICA_CORE_ONLY", "").split(",") if n.strip()}

@@ -331,17 +331,3 @@ def test_log_segments_floor_and_values(medium_dir):
     assert segs.values(7, 7) == []
     assert segs.higher(50).base_offset == 100 and segs.higher(100) is None
 
-
-def test_sparse_index_rows_matches_kafka_rule():
-    import numpy as np
-
-    from replica_core.storage.segment import sparse_index_rows
-
-    rng = random.Random(5)
-    for _ in range(200):
-        n = rng.randint(1, 400)
-        sizes = [rng.randint(14, rng.choice([100, 5000, 20000])) for _ in range(n)]
-        positions = np.cumsum([0] + sizes[:-1]).astype(np.int64)
-        interval = rng.choice([0, 1, 100, 4096, 10000])
-        assert sparse_index_rows(positions, interval).tolist() == expected_recovery_index(
-            positions.tolist(), interval)

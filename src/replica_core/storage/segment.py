@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from replica_core._fast import load
 from replica_core.errors import (
     CorruptRecordError,
     KafkaStorageError,
@@ -50,8 +51,8 @@ LOG_OVERHEAD = 12
 HEADER_SIZE_UP_TO_MAGIC = 17
 _SCAN_WINDOW = 64 * 1024
 _SIZE_FIELD = struct.Struct(">i")
-_OFFSET_ENTRY = np.dtype([("rel", ">i4"), ("pos", ">i4")])  # .index entry (§1.5)
-_TIME_ENTRY = np.dtype([("ts", ">i8"), ("rel", ">i4")])  # .timeindex entry (§1.6)
+_NO_HEADERS = np.empty((0, 15), dtype=np.int64)
+_recovery = load("_segment_recovery", "segment_recovery_py")
 
 
 def filename_prefix(offset: int) -> str:
@@ -192,49 +193,6 @@ def last_offsets(headers: np.ndarray) -> np.ndarray:
     """Last offset of each framed batch (v2: base + lastOffsetDelta; legacy: the entry offset)."""
     delta = headers[:, COL_LAST_OFFSET_DELTA]
     return headers[:, COL_BASE_OFFSET] + np.where(headers[:, COL_MAGIC] >= 2, delta, 0)
-
-
-def sparse_index_rows(positions: np.ndarray, interval: int) -> np.ndarray:
-    """Rows that get an offset-index entry when a segment is rebuilt batch by batch (§5.4).
-
-    Kafka's rule: entry for the batch at position p iff ``p − lastEntryPosition > interval``,
-    starting from lastEntryPosition = 0. The rule is greedy, i.e. a chain: each chosen row leads
-    to the first row past ``p + interval``. One vectorised search gives every row's successor;
-    following the chain then costs one step per index entry (not per batch). (Pointer doubling
-    was measured slower at realistic sizes.)
-    """
-    n = len(positions)
-    if n == 0:
-        return np.empty(0, dtype=np.int64)
-    if n > 1 and int(np.min(np.diff(positions))) > interval:
-        # every batch is bigger than the interval: every batch after the first qualifies
-        # (the first one too if it starts beyond the interval, which only a gap could cause)
-        start = 0 if positions[0] > interval else 1
-        return np.arange(start, n, dtype=np.int64)
-    steps = np.searchsorted(positions, positions + interval, side="right").tolist()
-    rows = []
-    i = int(np.searchsorted(positions, interval, side="right"))
-    while i < n:
-        rows.append(i)
-        i = steps[i]
-    return np.asarray(rows, dtype=np.int64)
-
-
-def running_max_timestamps(
-    max_ts: np.ndarray, last: np.ndarray, initial: TimestampOffset
-) -> tuple[np.ndarray, np.ndarray]:
-    """Per batch, ``maxTimestampSoFar`` and its offset, with Kafka's strictly-greater update."""
-    n = len(max_ts)
-    if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    cummax = np.maximum.accumulate(np.maximum(max_ts, initial.timestamp))
-    previous = np.empty(n, dtype=np.int64)
-    previous[0] = initial.timestamp
-    previous[1:] = cummax[:-1]
-    new_max_rows = np.where(max_ts > previous, np.arange(n), -1)
-    owner = np.maximum.accumulate(new_max_rows)
-    offsets = np.where(owner >= 0, last[np.maximum(owner, 0)], initial.offset)
-    return cummax, offsets
 
 
 class LogSegment:
@@ -723,85 +681,44 @@ class LogSegment:
             with viewing(self._log, 0, size) as view:
                 headers, valid, stop = kernel.scan_batches(view, 0, size, True)
         else:
-            headers, valid, stop = np.empty((0, 15), np.int64), 0, STOP_END
+            headers, valid, stop = _NO_HEADERS, 0, STOP_END
         reason = {STOP_END: "", STOP_PARTIAL: "torn", STOP_CORRUPT: "corrupt"}[int(stop)]
         if reason == "corrupt" and size - valid <= HEADER_SIZE_UP_TO_MAGIC:
             reason = "torn"  # too short to be a batch at all (see scan_headers)
-        n = len(headers)
         first_bad = valid if reason else -1
-        last = last_offsets(headers)
-        bad_rows = np.flatnonzero(headers[:, COL_CRC_OK] != 1)
-        cut = int(bad_rows[0]) if bad_rows.size else n
-        if cut < n:
-            reason = "crc"
-        base = headers[:, COL_BASE_OFFSET]
-        if n:
-            order_bad = np.zeros(n, dtype=bool)
-            order_bad[1:] = base[1:] <= last[:-1]
-            order_bad |= last < base
-            order_bad |= (last - self.base_offset < 0) | (last - self.base_offset > INT32_MAX)
-            order_rows = np.flatnonzero(order_bad[:cut])
-            if order_rows.size:
-                cut = int(order_rows[0])
-                reason = "offsets"
-        if cut < n:
-            first_bad = int(headers[cut, COL_POSITION])
-            valid = first_bad
-        headers, last = headers[:cut], last[:cut]
-
-        initial = TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        run_ts, run_off = running_max_timestamps(headers[:, COL_MAX_TIMESTAMP], last, initial)
+        cut, why, offset_entries, time_entries, max_ts, max_ts_offset, last = (
+            _recovery.recovery_plan(headers, self.base_offset, self.index_interval_bytes,
+                                    self.max_index_size))
+        if why != _recovery.CUT_NONE:
+            reason = "crc" if why == _recovery.CUT_CRC else "offsets"
+            first_bad = valid = int(headers[cut, COL_POSITION])
         if cut:
-            self._max_ts = TimestampOffset(int(run_ts[-1]), int(run_off[-1]))
-        self._rewrite_indexes(headers[:, COL_POSITION], last, run_ts, run_off)
+            self._max_ts = TimestampOffset(max_ts, max_ts_offset)
+        self._rewrite_indexes(offset_entries, time_entries)
         if leader_epoch_cache is not None and cut:
-            self._assign_epochs(leader_epoch_cache, headers)
+            latest = leader_epoch_cache.latest_epoch
+            for epoch, base in _recovery.new_epochs(headers, cut,
+                                                    -1 if latest is None else int(latest)):
+                leader_epoch_cache.assign(epoch, base)
 
         truncated = size - valid
         if truncated > 0:
             self._log.truncate(valid)
             self._size = valid
-        self._next_offset = int(last[-1]) + 1 if cut else self.base_offset
+        self._next_offset = last + 1
         self._bytes_since_last_index_entry = 0
         return SegmentRecovery(
             valid, truncated, cut, self._next_offset, reason if truncated > 0 else "", first_bad
         )
 
-    def _rewrite_indexes(
-        self, positions: np.ndarray, last: np.ndarray, run_ts: np.ndarray, run_off: np.ndarray
-    ) -> None:
-        """Replace both index files with the entries recovery derives, trimmed (§5.4 step 3).
-
-        The same entries Kafka's loop of ``append``/``maybeAppend`` calls leaves behind (reset,
-        one entry per qualifying batch, the final time entry, trim), computed with numpy and
-        written in one write per file; the index objects reopen the files lazily.
-        """
-        rows = sparse_index_rows(positions, self.index_interval_bytes)
-        rows = rows[: self.max_index_size // 8]
-        offsets = np.empty(len(rows), dtype=_OFFSET_ENTRY)
-        offsets["rel"] = last[rows] - self.base_offset
-        offsets["pos"] = positions[rows]
-        # time entries: at each offset entry, maybe_append(maxTimestampSoFar, its offset), which
-        # keeps only strictly increasing timestamps; then the final entry (§1.6)
-        ts, off = run_ts[rows], run_off[rows]
-        previous = np.empty(len(ts), dtype=np.int64)
-        if len(ts):
-            previous[0] = NO_TIMESTAMP
-            previous[1:] = ts[:-1]
-        keep = ts > previous
-        ts, off = ts[keep], off[keep]
-        max_time = self.max_index_size // 12
-        ts, off = ts[: max(max_time - 1, 0)], off[: max(max_time - 1, 0)]
-        max_ts = self._max_ts
-        if max_ts is not None and len(ts) < max_time and max_ts.timestamp > (ts[-1] if len(ts) else NO_TIMESTAMP):
-            ts = np.append(ts, max_ts.timestamp)
-            off = np.append(off, max_ts.offset)
-        times = np.empty(len(ts), dtype=_TIME_ENTRY)
-        times["ts"] = ts
-        times["rel"] = off - self.base_offset
+    def _rewrite_indexes(self, offset_entries: bytes, time_entries: bytes) -> None:
+        """Replace both index files with the entries recovery derives (§5.4 step 3): what
+        Kafka's loop of ``append``/``maybeAppend`` calls leaves behind (reset, one entry per
+        qualifying batch, the final time entry, trim), computed by the recovery kernel and
+        written in one write per file; the index objects reopen the files lazily."""
         for attr, path, data in (
-            ("_offset_index", self.offset_index_path, offsets.tobytes()),
-            ("_time_index", self.time_index_path, times.tobytes()),
+            ("_offset_index", self.offset_index_path, offset_entries),
+            ("_time_index", self.time_index_path, time_entries),
         ):
             index = getattr(self, attr)
             if index is not None:
@@ -815,21 +732,6 @@ class LogSegment:
                     f.write(0, data)
             finally:
                 f.close()
-
-    @staticmethod
-    def _assign_epochs(cache: Any, headers: np.ndarray) -> None:
-        """``cache.assign(epoch, base)`` for each v2 batch whose epoch exceeds every earlier one."""
-        v2 = headers[headers[:, COL_MAGIC] >= 2]
-        if not len(v2):
-            return
-        epochs = v2[:, COL_PARTITION_LEADER_EPOCH]
-        latest = cache.latest_epoch
-        latest = -1 if latest is None else int(latest)
-        previous = np.empty(len(epochs), dtype=np.int64)
-        previous[0] = latest
-        previous[1:] = np.maximum.accumulate(np.maximum(epochs, latest))[:-1]
-        for r in np.flatnonzero((epochs >= 0) & (epochs > previous)).tolist():
-            cache.assign(int(epochs[r]), int(v2[r, COL_BASE_OFFSET]))
 
     # --- truncation (§4.1) --------------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
