@@ -44,6 +44,40 @@ def test_small_default_run_loses_nothing_and_has_every_summary_key():
     assert "wall" not in json.dumps(summary)
 
 
+
+def test_the_cyclic_collector_is_off_during_the_run_and_as_it_was_after():
+    """The measured run turns the cyclic collector off (after freezing the setup's objects);
+    afterwards the caller's collector is back as it was: on or off, its thresholds, nothing
+    left frozen."""
+    import gc
+
+    seen = []
+    scenario = small(duration_s=2, **{"faults.0.at_s": 1, "faults.1.at_s": 1.5})
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    try:
+        workload_arrival = Workload._arrival
+
+        def arrival(self, *args):
+            seen.append((gc.isenabled(), gc.get_freeze_count() > 0))
+            return workload_arrival(self, *args)
+
+        Workload._arrival = arrival
+        try:
+            run_scenario(scenario)
+            assert gc.isenabled() and gc.get_threshold() == (700, 10, 10)
+            assert gc.get_freeze_count() == 0
+            gc.disable()
+            run_scenario(scenario)
+            assert not gc.isenabled() and gc.get_freeze_count() == 0
+        finally:
+            Workload._arrival = workload_arrival
+            gc.enable()
+    finally:
+        gc.set_threshold(*before)
+    assert seen and all(state == (False, True) for state in seen)
+
+
 def test_same_seed_same_bytes_different_seed_different():
     a = dumps_canonical(run_scenario(small())[0])
     b = dumps_canonical(run_scenario(small())[0])

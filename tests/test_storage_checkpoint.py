@@ -319,3 +319,35 @@ def test_offset_checkpoint_encode_matches_the_generic_encoder(entries):
     assert f.encode(entries) == CheckpointFile.encode(f, entries)
     with pytest.raises(ValueError):
         f.encode([(("bad topic", 0), 1)])
+
+
+def test_offset_checkpoint_content_reencodes_changed_lines_to_the_same_bytes():
+    """OffsetCheckpointContent.update formats again only the moved offsets when the partitions
+    are the same and in the same order; the file bytes are always what encode gives."""
+    from replica_core.storage.checkpoint import OffsetCheckpointContent
+
+    m = MemoryMedium()
+    m.makedirs("/d")
+    f = OffsetCheckpointFile(m, "/d/replication-offset-checkpoint")
+    keys = [("t", i) for i in range(6)] + [("u", 0)]
+    offsets = [0, 5, 9, 0, 2**40, 3, 7]
+    content = OffsetCheckpointContent(keys, offsets)
+    f.write_content(content)
+    assert m.read_bytes(f.path) == b"0\n7\nt 0 0\nt 1 5\nt 2 9\nt 3 0\nt 4 1099511627776\nt 5 3\nu 0 7\n"
+    moved = [0, 6, 9, 0, 2**40, 4, 7]
+    updated = content.update(list(keys), moved)
+    assert updated.lines is not content.lines and content.offsets == offsets  # a copy
+    f.write_content(updated)
+    assert m.read_bytes(f.path) == b"0\n7\nt 0 0\nt 1 6\nt 2 9\nt 3 0\nt 4 1099511627776\nt 5 4\nu 0 7\n"
+    assert f.read() == dict(zip(keys, moved, strict=True))
+    # other partitions, or another order: encoded afresh
+    reordered = content.update(keys[::-1], offsets[::-1])
+    assert "".join(reordered.lines) == "u 0 7\nt 5 3\nt 4 1099511627776\nt 3 0\nt 2 9\nt 1 5\nt 0 0\n"
+    assert content.same_entries(keys[::-1], offsets[::-1])  # the same mapping, order aside
+    assert not content.same_entries(keys, moved)
+    assert not content.same_entries(keys[:-1], offsets[:-1])
+    assert content.same_entries(list(keys), list(offsets))
+    with pytest.raises(ValueError):
+        content.update([("bad topic", 0)], [1])
+    with pytest.raises(ValueError):
+        OffsetCheckpointContent([("", 0)], [1])

@@ -524,3 +524,68 @@ def test_unchanged_checkpoint_is_not_rewritten_but_changes_and_losses_are():
     medium.remove(path)
     lm.checkpoint_high_watermarks()
     assert len(writes) == 3 and medium.read_bytes(path) == b"0\n1\nt 0 2\n"
+
+
+def _expected_hw_checkpoint(lm: LogManager, log_dir: str) -> bytes:
+    """The replication-offset-checkpoint of ``log_dir``: every log placed there, in the
+    manager's order, with its high watermark (written out here, not by the checkpoint code)."""
+    rows = [f"{t} {p} {lg.high_watermark}" for (t, p), lg in lm.logs.items()
+            if lm.log_dir_of(t, p) == log_dir]
+    return ("\n".join(["0", str(len(rows)), *rows]) + "\n").encode()
+
+
+def test_hw_checkpoint_reads_again_only_moved_logs_and_writes_every_current_hw():
+    """The HW checkpoint reads again only the logs whose HW was set since the last one; the
+    file always holds every log's current HW, across appends, HW moves up and down, a log
+    replaced under the same name, a new log and a deleted one, in two log dirs."""
+    medium = MemoryMedium()
+    medium.makedirs("/a")
+    medium.makedirs("/b")
+    lm = LogManager(["/a", "/b"], LogConfig(), medium=medium, clock=ManualClock(0))
+    lm.startup()
+    logs = [lm.create_log("t", i) for i in range(8)]
+    assert {lm.log_dir_of("t", i) for i in range(8)} == {"/a", "/b"}
+    for i, lg in enumerate(logs):
+        for _ in range(i % 3 + 1):
+            lg.append_as_leader(build_batch([b"x"] * (i + 1)), leader_epoch=0)
+
+    def check() -> None:
+        lm.checkpoint_high_watermarks()
+        for d in ("/a", "/b"):
+            path = f"{d}/replication-offset-checkpoint"
+            assert medium.read_bytes(path) == _expected_hw_checkpoint(lm, d)
+
+    check()
+    for lg in logs[::2]:
+        lg.update_high_watermark(lg.log_end_offset)
+    check()
+    logs[3].update_high_watermark(2)
+    logs[4].update_high_watermark(1)  # down
+    logs[0].truncate_to(1)
+    check()
+    check()  # nothing moved
+    assert lm.delete_log("t", 5)
+    replaced = lm.create_log("t", 5)  # a new log object under the same name, HW 0
+    replaced.append_as_leader(build_batch([b"y"] * 4), leader_epoch=0)
+    replaced.update_high_watermark(3)
+    check()
+    lm.create_log("u", 0).append_as_leader(build_batch([b"z"]), leader_epoch=0)
+    lm.get_log("u", 0).update_high_watermark(1)
+    logs[6].update_high_watermark(logs[6].log_end_offset)
+    check()
+    assert lm.delete_log("t", 1)
+    check()
+    rows = medium.read_bytes("/a/replication-offset-checkpoint").decode().splitlines()
+    rows += medium.read_bytes("/b/replication-offset-checkpoint").decode().splitlines()
+    assert "t 5 3" in rows and "u 0 1" in rows and not any(r.startswith("t 1 ") for r in rows)
+    # the logs a restarted manager loads report their HW moves too
+    lm.shutdown()
+    lm = LogManager(["/a", "/b"], LogConfig(), medium=medium, clock=ManualClock(0))
+    lm.startup()
+    check()
+    loaded = lm.get_log("t", 2)
+    assert loaded.log_end_offset > 1
+    loaded.update_high_watermark(1)
+    check()
+    assert "t 2 1" in (medium.read_bytes("/a/replication-offset-checkpoint")
+                        + medium.read_bytes("/b/replication-offset-checkpoint")).decode()

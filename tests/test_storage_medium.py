@@ -283,6 +283,20 @@ def test_power_loss_closes_handles(mem):
     assert f.closed
 
 
+def test_crash_closes_the_live_handles_and_the_medium_keeps_none_of_the_dropped_ones(mem):
+    """The medium tracks open handles weakly: one dropped by its owner is forgotten, one still
+    held is closed by a crash and follows a rename until then."""
+    live = mem.open("/d/f", create=True)
+    for _ in range(50):
+        mem.open("/d/f").append(b"x")  # dropped at once
+    assert len(mem._handles) == 1
+    mem.rename("/d/f", "/d/g")
+    assert live.path == "/d/g" and live.size() == 50
+    mem.crash("process")
+    assert live.closed and not mem._handles
+    assert mem.read_bytes("/d/g") == b"x" * 50
+
+
 def test_created_and_flushed_but_directory_not_synced_vanishes(mem):
     with mem.open("/d/new", create=True) as f:
         f.append(b"x")

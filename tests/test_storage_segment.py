@@ -331,3 +331,36 @@ def test_log_segments_floor_and_values(medium_dir):
     assert segs.values(7, 7) == []
     assert segs.higher(50).base_offset == 100 and segs.higher(100) is None
 
+def test_log_segments_made_with_one_segment_is_that_segment_added(medium_dir):
+    medium, d = medium_dir
+    seg = _segment(medium, d, 7)
+    one, added = LogSegments(seg), LogSegments()
+    added.add(seg)
+    assert one.base_offsets() == added.base_offsets() == [7]
+    assert one.last is seg and one.floor(9) is seg and one.get(7) is seg and len(one) == 1
+    one.add(_segment(medium, d, 20))
+    assert one.base_offsets() == [7, 20] and added.base_offsets() == [7]  # nothing shared
+
+
+@pytest.mark.parametrize("d", ["/x/y", "x", "/", "x/", "", "./a/../b"])
+def test_segment_file_paths_join_as_os_path_join(d):
+    """The ``.log`` path is ``os.path.join(dir, 20-digit base + ".log" + suffix)``."""
+    import os
+
+    from replica_core.storage.segment import log_file_path
+
+    for base, suffix in ((0, ""), (123, ".deleted"), (2**62, ".cleaned")):
+        assert log_file_path(d, base, suffix) == os.path.join(d, f"{base:020d}.log{suffix}")
+
+
+def test_segment_created_ms_is_its_creation_time_for_rolling():
+    """``created_ms`` stands for the creation time (the clock's now by default): a segment
+    with no batch timestamp rolls on wall time measured from it (§2.7)."""
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    clock = ManualClock(5_000)
+    assert LogSegment(medium, "/d", 0, clock=clock).created == 5_000
+    seg = LogSegment(medium, "/d", 10, clock=clock, created_ms=1_000)
+    assert seg.created == 1_000
+    seg.append(10, -1, 10, make_batch([b"v"], base_offset=10, timestamps=[-1]))
+    assert seg.time_waited_for_roll(5_000, -1) == 4_000

@@ -222,7 +222,9 @@ def simulate(scenario: Scenario, *, progress: Progress | None = None,
     restore = quiet_logs()
     # A run allocates millions of small, mostly acyclic objects: collect young generations
     # less often (a measured 25-40 % of setup time goes to the cyclic collector otherwise).
+    # The measured run turns the collector off altogether (see _run).
     thresholds = gc.get_threshold()
+    collecting = gc.isenabled()
     gc.set_threshold(50_000, 20, 100)
     try:
         cluster = build_cluster(scenario, seed=seed)
@@ -234,6 +236,8 @@ def simulate(scenario: Scenario, *, progress: Progress | None = None,
     finally:
         gc.unfreeze()
         gc.set_threshold(*thresholds)
+        if collecting:
+            gc.enable()
         restore()
 
 
@@ -260,8 +264,14 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
     # replica.fetch.backoff.ms; let them settle before the measured run starts
     loop.advance(cluster.replica_config.replica_fetch_backoff_ms + 500)
     # the logs, replicas and sessions built so far live for the whole run: keep the cyclic
-    # collector from walking them again on every full collection
+    # collector from walking them again on every full collection. From here on it is off: what
+    # the run allocates is either freed by reference counting or lives to the end of the run
+    # (the segments, files and producer states of partitions written for the first time); its
+    # young-generation collections found no garbage (0 objects in 14 collections of the default
+    # scenario) yet cost 7 % of the run, 13 % at 10,000 partitions. simulate() turns it back
+    # on, and what the run leaves behind is collected then.
     gc.freeze()
+    gc.disable()
     duration_ms = int(round(scenario.duration_s * 1000)) if duration is None else duration
     start = loop.now
     end = start + duration_ms

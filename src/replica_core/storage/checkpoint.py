@@ -15,6 +15,8 @@ import os
 import posixpath
 import re
 from collections.abc import Iterable, Mapping
+from itertools import compress, count
+from operator import ne
 from typing import Generic, NamedTuple, TypeVar
 
 from replica_core.errors import (
@@ -27,6 +29,7 @@ from replica_core.storage.medium import Medium
 __all__ = [
     "CheckpointFile",
     "OffsetCheckpointFile",
+    "OffsetCheckpointContent",
     "LeaderEpochCheckpointFile",
     "CleanShutdownFile",
     "PartitionMetadata",
@@ -225,6 +228,65 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
         """Replace the checkpoint with ``offsets`` (atomic)."""
         self.write_entries(offsets.items())
 
+    def write_content(self, content: OffsetCheckpointContent) -> None:
+        """Replace the checkpoint with ``content`` (atomic): the bytes :meth:`encode` gives for
+        its entries, from its lines."""
+        data = f"{self.version}\n{len(content.lines)}\n{''.join(content.lines)}".encode()
+        try:
+            self.medium.write_atomic(self.path, data)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
+
+
+class OffsetCheckpointContent:
+    """The entries of an offset checkpoint, in file order, with their encoded lines (what
+    :meth:`OffsetCheckpointFile.encode` writes after its two header lines).
+
+    A broker rewrites ``replication-offset-checkpoint`` every
+    ``replica.high.watermark.checkpoint.interval.ms`` with every partition's HW, and between
+    two writes most of them have not moved: :meth:`update` formats again only the lines whose
+    offset changed when the partitions are the same, in the same order.
+    """
+
+    __slots__ = ("keys", "offsets", "lines")
+
+    def __init__(self, keys: list[tuple[str, int]], offsets: list[int]) -> None:
+        """Encode every entry (each distinct topic name checked once, as ``encode`` does)."""
+        checked: set[str] = set()
+        lines: list[str] = []
+        line = lines.append
+        for (topic, partition), offset in zip(keys, offsets, strict=True):
+            if topic not in checked:
+                if not topic or _JAVA_WS.search(topic):
+                    raise ValueError(f"topic {topic!r} cannot be written to a checkpoint")
+                checked.add(topic)
+            line(f"{topic} {int(partition)} {int(offset)}\n")
+        self.keys = keys
+        self.offsets = offsets
+        self.lines = lines
+
+    def same_entries(self, keys: list[tuple[str, int]], offsets: list[int]) -> bool:
+        """Do ``zip(keys, offsets)`` (distinct keys) map as these entries do, order aside?"""
+        if keys == self.keys:
+            return offsets == self.offsets
+        return len(keys) == len(self.keys) and \
+            dict(zip(keys, offsets, strict=True)) == dict(zip(self.keys, self.offsets, strict=True))
+
+    def update(self, keys: list[tuple[str, int]], offsets: list[int]) -> OffsetCheckpointContent:
+        """The content for ``zip(keys, offsets)``: with the same keys in the same order a copy
+        with the changed lines formatted again, otherwise encoded afresh."""
+        if keys != self.keys:
+            return OffsetCheckpointContent(keys, offsets)
+        new = OffsetCheckpointContent.__new__(OffsetCheckpointContent)
+        lines = self.lines[:]
+        for i in compress(count(), map(ne, offsets, self.offsets)):
+            topic, partition = keys[i]
+            lines[i] = f"{topic} {int(partition)} {int(offsets[i])}\n"
+        new.keys = keys
+        new.offsets = offsets
+        new.lines = lines
+        return new
+
 
 class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
     """``epoch startOffset`` lines of a partition's ``leader-epoch-checkpoint``."""
@@ -248,8 +310,13 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
         return self.read_entries()
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        """Replace the checkpoint (atomic; synchronous)."""
-        self.write_entries(entries)
+        """Replace the checkpoint (atomic; synchronous): :meth:`write_entries`, in one call
+        (Kafka writes it on every change of the cache)."""
+        data = self.encode(entries)
+        try:
+            self.medium.write_atomic(self.path, data)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
 
     def write_if_dir_exists(self, entries: Iterable[tuple[int, int]]) -> bool:
         """Write unless the partition directory is gone (being deleted); False then."""

@@ -358,14 +358,20 @@ class _NewLogSegments(LogSegments):
     def _materialize(self) -> None:
         # if opening fails the segments stay pending: the next call tries again
         medium, dir, base_offset, config, clock, jitter_source, created_ms = self._pending
-        segment = LogSegment.open(medium, dir, base_offset, config, clock,
-                                  file_already_exists=True, index_files_preallocated=True,
-                                  jitter_source=jitter_source)
-        segment.created = created_ms
+        if config.segment_jitter_ms:
+            segment = LogSegment.open(medium, dir, base_offset, config, clock,
+                                      file_already_exists=True, index_files_preallocated=True,
+                                      jitter_source=jitter_source)
+            segment.created = created_ms
+        else:  # what open makes without a jitter to draw, in one call
+            segment = LogSegment(medium, dir, base_offset,
+                                 index_interval_bytes=config.index_interval_bytes,
+                                 max_index_size=config.segment_index_bytes, clock=clock,
+                                 file_already_exists=True, index_files_preallocated=True,
+                                 created_ms=created_ms)
         del self._pending
-        LogSegments.__init__(self)
+        LogSegments.__init__(self, segment)
         self.__class__ = LogSegments  # type: ignore[assignment]
-        self.add(segment)
 
 
 def _materializing(name: str, attr: Any) -> Any:
@@ -441,6 +447,9 @@ class Log:
         self.log_start_listener: Callable[[int], None] | None = None
         """Told the new log start offset whenever it changes (the leader's partition keeps it
         for its fetch sessions, which answer a moved log start: KIP-227)."""
+        self.high_watermark_changes: set[Log] | None = None
+        """A set this log adds itself to whenever its high watermark is set (the log manager's:
+        its next ``replication-offset-checkpoint`` reads again only the logs in it)."""
         self.update_config(config)
         self._update_log_start_offset(self._log_start_offset)
 
@@ -1123,6 +1132,9 @@ class Log:
         self._hw = meta
         if self._psm is not None:
             self._psm.on_high_watermark_updated(meta.message_offset)
+        changes = self.high_watermark_changes
+        if changes is not None:
+            changes.add(self)
 
     def maybe_increment_high_watermark(
         self, new_hw: LogOffsetMetadata

@@ -31,6 +31,7 @@ from replica_core.errors import (
     InvalidConfigurationError,
     KafkaStorageError,
 )
+from replica_core.storage.checkpoint import OffsetCheckpointContent, OffsetCheckpointFile
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import Log, _join, parse_topic_partition
@@ -179,7 +180,12 @@ class LogManager:
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._dir_count: dict[str, int] = {}
         # checkpoint path -> the entries this manager last wrote there (and made durable)
-        self._written: dict[str, dict[TopicPartition, int]] = {}
+        self._written: dict[str, OffsetCheckpointContent] = {}
+        # checkpoint path -> the logs the entries last written there were read from, in order,
+        # and the position of each (written unless an ``include`` chose the logs)
+        self._read_from: dict[str, tuple[list[Log], dict[Log, int]]] = {}
+        # the logs whose HW was set since the last HW checkpoint (each log adds itself)
+        self._hw_changed: set[Log] = set()
         self.loads: dict[str, LogDirLoad] = {}
         self.offline_dirs: set[str] = set()
         self.started = False
@@ -377,6 +383,7 @@ class LogManager:
                     f"{self._logs[tp].dir} and {lg.dir}"
                 )
             self._logs[tp] = lg
+            lg.high_watermark_changes = self._hw_changed
             self._place(tp, log_dir)
             if lg.recovery_report is not None:
                 load.reports[tp] = lg.recovery_report
@@ -444,6 +451,7 @@ class LogManager:
                              (topic, int(partition)), jitter_source=self._jitter(topic, partition),
                              producer_id_expiration_ms=self.producer_id_expiration_ms)
         self._logs[tp] = lg
+        lg.high_watermark_changes = self._hw_changed
         self._place(tp, log_dir)
         return lg
 
@@ -561,29 +569,62 @@ class LogManager:
         name: str,
         value: Callable[[Log], int],
         include: Callable[[Log], bool] | None = None,
+        changed: set[Log] | None = None,
     ) -> None:
-        from replica_core.storage.checkpoint import OffsetCheckpointFile
-
+        """Write checkpoint ``name`` of ``log_dir``: ``value`` of each of its logs (those
+        ``include`` accepts), unless this manager last made exactly that durable there.
+        ``changed``: the logs whose ``value`` may have moved since this manager last wrote the
+        file (the others are not read again when the same logs are checkpointed)."""
         if log_dir in self.offline_dirs:
+            self._read_from.pop(os.path.join(log_dir, name), None)  # read them all if ever back
             return
         # one log dir holds every log: read them in place (nothing here adds or drops a log)
         logs = self._logs if len(self.log_dirs) == 1 and log_dir in self.log_dirs \
             else self._logs_in(log_dir)
-        if include is None:
-            entries = {tp: value(lg) for tp, lg in logs.items()}
-        else:
-            entries = {tp: value(lg) for tp, lg in logs.items() if include(lg)}
         path = os.path.join(log_dir, name)
         last = self._written.get(path)
-        if last is not None and last == entries and self.medium.exists(path):
+        sources = None
+        if include is None:
+            keys = list(logs)
+            sources = list(logs.values())
+            read = None if changed is None or last is None else self._read_from.get(path)
+            if read is not None and last is not None and changed is not None \
+                    and read[0] == sources and last.keys == keys:
+                # the same logs as last time: only those in ``changed`` can differ
+                offsets = last.offsets[:]
+                position = read[1]
+                for lg in changed:
+                    i = position.get(lg)
+                    if i is not None:
+                        offsets[i] = value(lg)
+            else:
+                offsets = list(map(value, sources))
+        else:
+            keys, offsets = [], []
+            for tp, lg in logs.items():
+                if include(lg):
+                    keys.append(tp)
+                    offsets.append(value(lg))
+        if last is not None and last.same_entries(keys, offsets) and self.medium.exists(path):
             return  # same content as this manager last made durable: rewriting changes nothing
         try:
-            OffsetCheckpointFile(self.medium, path).write(entries)
+            checkpoint = OffsetCheckpointFile(self.medium, path)
+            # the lines of partitions whose offset did not move since the last write are reused
+            content = OffsetCheckpointContent(keys, offsets) if last is None \
+                else last.update(keys, offsets)
+            checkpoint.write_content(content)
         except OSError as e:
             self._written.pop(path, None)
+            self._read_from.pop(path, None)
             self._mark_offline(log_dir, f"writing {name}: {e}")
         else:
-            self._written[path] = entries
+            self._written[path] = content
+            if sources is None:
+                self._read_from.pop(path, None)
+            else:
+                read = self._read_from.get(path)
+                if read is None or read[0] != sources:
+                    self._read_from[path] = (sources, {lg: i for i, lg in enumerate(sources)})
 
     def checkpoint_recovery_points(self) -> None:
         """Write ``recovery-point-offset-checkpoint`` in every online log dir."""
@@ -602,8 +643,11 @@ class LogManager:
 
     def checkpoint_high_watermarks(self) -> None:
         """Write ``replication-offset-checkpoint`` (ReplicaManager's job in Kafka)."""
+        changed = self._hw_changed
         for d in self.log_dirs:
-            self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, _HIGH_WATERMARK)
+            self._checkpoint_dir(d, HIGH_WATERMARK_CHECKPOINT_FILE, _HIGH_WATERMARK,
+                                 changed=changed)
+        changed.clear()
 
     # --- shutdown ------------------------------------------------------------------------
     def shutdown(self, broker_epoch: int | None = None) -> None:

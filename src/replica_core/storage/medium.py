@@ -541,13 +541,17 @@ class _MemoryFile(MediumFile):
         return memoryview(inode.buf)[position:end].toreadonly()
 
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        inode = self._check_writable()
+        inode = self._inode
+        if inode is None or not self.writable:
+            inode = self._check_writable()  # raises
         pos = inode.size
         self._put(inode, pos, data)
         return pos
 
     def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
-        inode = self._check_writable()
+        inode = self._inode
+        if inode is None or not self.writable:
+            inode = self._check_writable()  # raises
         if position < 0:
             raise ValueError(f"negative position {position}")
         self._put(inode, position, data)
@@ -555,14 +559,22 @@ class _MemoryFile(MediumFile):
     @staticmethod
     def _put(inode: _Inode, position: int, data: bytes | bytearray | memoryview) -> None:
         mv = memoryview(data).cast("B")
-        n = len(mv)
-        end = position + n
-        if end > inode.size:
-            inode.set_size(end)
+        end = position + len(mv)
+        lo = position
+        size = inode.size
+        if end > size:
+            # set_size(end), inlined: an extension marks [old size, end) dirty
+            inode.size = end
+            if size < lo:
+                lo = size
         if end > len(inode.buf):
             inode.ensure(end)
         inode.buf[position:end] = mv
-        inode.mark(position, end)
+        # mark(lo, end), inlined
+        if lo < inode.dirty_lo:
+            inode.dirty_lo = lo
+        if end > inode.dirty_hi:
+            inode.dirty_hi = end
 
     def truncate(self, size: int) -> None:
         inode = self._check_writable()
@@ -642,7 +654,9 @@ class MemoryMedium(Medium):
         self._file_kids: dict[str, set[str]] = {}
         self._durable_kids: dict[str, set[str]] = {}
         self._dir_kids: dict[str, set[str]] = {}
-        self._handles: weakref.WeakSet[_MemoryFile] = weakref.WeakSet()
+        # weak references to the open handles (each drops itself from the set when its handle
+        # is gone): what a WeakSet keeps, with no Python-level call per open
+        self._handles: set[weakref.ref[_MemoryFile]] = set()
         self.crashes: list[str] = []
         # new directories whose files are not made yet (create_dir_with_files): dir ->
         # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
@@ -716,15 +730,19 @@ class MemoryMedium(Medium):
         behind :meth:`Medium.create_dir_with_files` leaves (a hole of the length, marked dirty
         as ``truncate`` marks it, no durable content, the name not durable)."""
         files = self._pending.pop(d)
+        # the files a write_atomic replaced (their inodes are made already)
+        written = self._pending_written.pop(d, None) if self._pending_written else None
         table = self._files
         prefix = d + "/"
         kids = set()
         for name, length in files:
             p = prefix + name
-            inode = _Inode()
-            if length:
-                inode.size = inode.dirty_hi = length
-                inode.dirty_lo = 0
+            inode = None if written is None else written.get(p)
+            if inode is None:
+                inode = _Inode()
+                if length:
+                    inode.size = inode.dirty_hi = length
+                    inode.dirty_lo = 0
             table[p] = inode
             kids.add(p)
         present = self._file_kids.get(d)
@@ -732,9 +750,7 @@ class MemoryMedium(Medium):
             self._file_kids[d] = kids
         else:
             present.update(kids)
-        written = self._pending_written.pop(d, None)
         if written is not None:  # then the write's directory sync, as it would have happened
-            table.update(written)
             self._sync_names(d)
 
     def _touch(self, p: str) -> None:
@@ -791,7 +807,8 @@ class MemoryMedium(Medium):
             inode = _Inode()
             self._set_file(p, inode)
         f = _MemoryFile(self, p, inode, writable)
-        self._handles.add(f)
+        handles = self._handles
+        handles.add(weakref.ref(f, handles.discard))
         return f
 
     def exists(self, path: PathLike) -> bool:
@@ -867,8 +884,9 @@ class MemoryMedium(Medium):
 
     def _retarget_handles(self, inode: _Inode, new_path: str) -> None:
         # open handles follow their file (files are renamed rarely: a scan is cheap enough)
-        for h in list(self._handles):
-            if h._inode is inode:
+        for ref in list(self._handles):
+            h = ref()
+            if h is not None and h._inode is inode:
                 h.path = new_path
 
     def rename(self, src: PathLike, dst: PathLike) -> None:
@@ -916,9 +934,15 @@ class MemoryMedium(Medium):
         self._touch(d)
         if d not in self._dirs:
             raise FileNotFoundError(d)
+        kids = self._file_kids.get(d)
+        if kids and self._durable_kids.get(d) == kids:
+            # the same names are durable already: only the files behind them may differ
+            durable, files = self._durable, self._files
+            for q in kids:
+                durable[q] = files[q]
+            return
         for q in self._durable_kids.pop(d, ()):
             del self._durable[q]
-        kids = self._file_kids.get(d)
         if kids:
             files = self._files
             for q in kids:
@@ -1014,9 +1038,11 @@ class MemoryMedium(Medium):
             raise ValueError(f"torn must be a TornWrite, not {torn!r}")
         if torn is not None and (kind != "power" or rng is None):
             raise ValueError("a torn write needs a power failure and a generator")
-        for h in list(self._handles):
-            h.close()
-        self._handles = weakref.WeakSet()
+        for ref in list(self._handles):
+            h = ref()
+            if h is not None:
+                h.close()
+        self._handles = set()
         out: list[TornFile] = []
         if kind == "power":
             for d in list(self._pending_written):

@@ -61,7 +61,10 @@ def filename_prefix(offset: int) -> str:
 
 
 def log_file_path(dir: str, base_offset: int, suffix: str = "") -> str:
-    return os.path.join(dir, filename_prefix(base_offset) + LOG_FILE_SUFFIX + suffix)
+    name = f"{base_offset:020d}{LOG_FILE_SUFFIX}{suffix}"
+    if type(dir) is str and dir and dir[-1] != "/":
+        return f"{dir}/{name}"  # what os.path.join gives here, without its generality
+    return os.path.join(dir, name)
 
 
 def offset_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
@@ -214,18 +217,23 @@ class LogSegment:
         suffix: str = "",
         file_already_exists: bool = False,
         index_files_preallocated: bool = False,
+        created_ms: int | None = None,
     ) -> None:
-        from replica_core.clock import SystemClock
+        """``created_ms``: when the segment was made (its files' creation; default: now on
+        ``clock``), the start of time-based rolling without a batch timestamp."""
+        if clock is None:
+            from replica_core.clock import SystemClock
 
+            clock = SystemClock()
         self.medium = medium
         self.dir = dir
-        self.base_offset = int(base_offset)
+        self.base_offset = base_offset = int(base_offset)
         self.index_interval_bytes = int(index_interval_bytes)
         self.max_index_size = int(max_index_size)
         self.roll_jitter_ms = int(roll_jitter_ms)
-        self.clock = clock if clock is not None else SystemClock()
+        self.clock = clock
         self.suffix = suffix
-        path = log_file_path(dir, self.base_offset, suffix)
+        path = log_file_path(dir, base_offset, suffix)
         try:
             self._log = medium.open(path, create=not file_already_exists)
         except FileNotFoundError:
@@ -235,7 +243,7 @@ class LogSegment:
         self._size = int(self._log.size())
         self._offset_index: Any = None
         self._time_index: Any = None
-        self.created = self.clock.milliseconds()
+        self.created = clock.milliseconds() if created_ms is None else created_ms
         # None until known: the first batch's timestamp drives time-based rolling (§2.7)
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None
@@ -867,9 +875,14 @@ class LogSegment:
 class LogSegments:
     """The segments of one log keyed by base offset, in order (Kafka's ``LogSegments``)."""
 
-    def __init__(self) -> None:
-        self._bases: list[int] = []
-        self._by_base: dict[int, LogSegment] = {}
+    def __init__(self, segment: LogSegment | None = None) -> None:
+        """Empty, or holding ``segment``."""
+        if segment is None:
+            self._bases: list[int] = []
+            self._by_base: dict[int, LogSegment] = {}
+        else:
+            self._bases = [segment.base_offset]
+            self._by_base = {segment.base_offset: segment}
 
     def add(self, segment: LogSegment) -> LogSegment | None:
         """Insert, replacing any segment with the same base; returns the replaced one."""
