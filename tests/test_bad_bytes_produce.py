@@ -122,3 +122,25 @@ def test_validate_produce_records_accepts_one_whole_batch():
     for ok in (REAL, memoryview(REAL), bytearray(REAL), REAL + REAL[:16], REAL + REAL[:-1]):
         assert produce_records_error(ok) is None
     assert isinstance(produce_records_error(None), InvalidRecordError)
+
+
+def test_produce_records_error_agrees_with_validate_on_every_length_field():
+    """The one-whole-batch shortcut of produce_records_error answers as the full check does
+    for every length field and magic byte around the exact frame (as bytes, its shortcut's
+    type, and as a bytearray, which always takes the full check)."""
+    lengths = sorted({-1, 0, 13, 14, 15, len(REAL) - 13, len(REAL) - 12, len(REAL) - 11,
+                      len(REAL), 2**31 - 1})
+    for length in lengths:
+        for magic in (0, 1, 2, 3, 0xFF):
+            buf = bytearray(REAL)
+            struct.pack_into(">i", buf, 8, length)
+            buf[16] = magic
+            for records in (bytes(buf), bytes(buf[:length + 12]) if 0 <= length else b""):
+                try:
+                    validate_produce_records(bytearray(records))
+                    expected = None
+                except (InvalidRecordError, CorruptRecordError) as e:
+                    expected = (type(e), str(e))
+                got = produce_records_error(records)
+                assert (None if got is None else (type(got), str(got))) == expected, \
+                    (length, magic, len(records))

@@ -240,3 +240,28 @@ def test_a_lag_only_update_moves_to_the_end_without_journaling():
         assert states.take_changes() == []
         assert [tp for tp, _ in states.ready_items(T0)] == [b, a]
         assert states.max_state_lag() == 7
+
+
+def test_has_truncating_follows_the_truncating_partitions_delayed_or_not():
+    """``has_truncating``: whether any partition is Truncating, delayed or not — False exactly
+    when no ``truncating_items`` can come out at any time (the fetcher's cheap round check), on
+    both maps."""
+    from replica_core.fetcher.columnar import ColumnarPartitionStates
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    for states in (PartitionStates(), ColumnarPartitionStates()):
+        assert not states.has_truncating()
+        states.update_and_move_to_end(a, state())
+        assert not states.has_truncating()
+        states.update(b, state(state=TRUNCATING, delay_until_ms=T0 + 1000))
+        assert states.has_truncating() and states.truncating_items(T0) == []
+        assert [tp for tp, _ in states.truncating_items(T0 + 1000)] == [b]
+        states.update(b, state(fetch_offset=4))  # truncation complete: Fetching again
+        assert not states.has_truncating()
+        states.update_and_move_to_end(a, state(state=TRUNCATING))
+        assert states.has_truncating()
+        states.remove(a)
+        assert not states.has_truncating()
+        states.update(b, state(state=TRUNCATING))
+        states.clear()
+        assert not states.has_truncating()

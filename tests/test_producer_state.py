@@ -916,3 +916,19 @@ def test_mytopic_restart_forgets_producers_of_a_snapshot_at_the_log_start(tmp_pa
         "00000000000000000038.log", "leader-epoch-checkpoint"]
     append(m, BatchInfo(4001, 0, 500, 38, 38, rows[0].timestamp + 1))
     assert m.last_entry(4001).last_seq == 500
+
+
+def test_errors_name_the_partition_directory_the_manager_was_made_in():
+    """A manager names its partition after its directory (unless given a name), in errors and
+    its repr — a new log's manager too — and keeps that name when the directory is renamed."""
+    medium = MemoryMedium()
+    medium.makedirs(DIR)
+    for m in (ProducerStateManager(medium, DIR, ManualClock(T0)),
+              ProducerStateManager.for_new_log(medium, DIR, ManualClock(T0), 0)):
+        append(m, batch(seq=0, offset=0))
+        m.update_parent_dir("/data/topic-0.0123abcd-delete")
+        with pytest.raises(OutOfOrderSequenceError, match=r" in topic-0\b"):
+            append(m, batch(seq=5, offset=1))
+        assert repr(m).startswith("ProducerStateManager(topic-0, ")
+    named = ProducerStateManager(medium, DIR, ManualClock(T0), topic_partition="t-9")
+    assert repr(named).startswith("ProducerStateManager(t-9, ")

@@ -12,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replica_core.replication import IsrState, ReplicaStateTable
-from replica_core.replication.state import NO_BROKER_EPOCH, UNKNOWN_OFFSET
+from replica_core.replication.state import (
+    FETCH_EXPAND,
+    FETCH_HW_MOVED,
+    FETCH_LEO_CHANGED,
+    NO_BROKER_EPOCH,
+    UNKNOWN_OFFSET,
+)
 
 T0 = 1_700_000_000_000  # the clock starts far from zero: lastCaughtUpTimeMs 0 is then "long ago"
 LAG = 30_000  # replica.lag.time.max.ms
@@ -310,6 +316,58 @@ def test_expansion_needs_eligible_committed_and_not_in_isr(table):
     assert not table.can_expand_isr(p, 2)  # AlterPartition in flight
 
 
+def test_fused_fetch_moves_hw_unless_the_follower_may_join_the_isr(table, kernel_impl):
+    flags = kernel_module(kernel_impl)
+    leo_changed, expand, hw_moved = (flags.FETCH_LEO_CHANGED, flags.FETCH_EXPAND,
+                                     flags.FETCH_HW_MOVED)
+    # the table's callers read the flags from replication.state
+    assert (leo_changed, expand, hw_moved) == (FETCH_LEO_CHANGED, FETCH_EXPAND, FETCH_HW_MOVED)
+    assert len({leo_changed, expand, hw_moved}) == 3
+    k = table.kernels
+    p = lead(table, isr=(1, 2), leo=10, hw=0)
+    r2, r3 = table.slot(p, 2), table.slot(p, 3)
+    # ISR follower 2 reaches the leader's LEO; follower 3 (outside, never caught up) does not
+    # hold the HW back
+    assert k.follower_fetch_hw(p, r2, 10, 0, T0 + 1, 10, 5, LAG) == leo_changed | hw_moved
+    assert table.hw[p] == 10 and follower(table, p, 2).broker_epoch == 5
+    assert k.follower_fetch_hw(p, r2, 10, 0, T0 + 2, 10, 5, LAG) == 0  # nothing moved
+    # follower 3 may join now: the HW is left to the caller (which proposes the expansion first)
+    table.leader_leo[p] = 12
+    assert k.follower_fetch_hw(p, r3, 11, 0, T0 + 3, 12, 5, LAG) == leo_changed | expand
+    assert table.hw[p] == 10
+    table.prepare_isr_expand(p, r3)  # pending: 3 is in the maximal ISR, so it holds the HW
+    assert k.follower_fetch_hw(p, r2, 12, 0, T0 + 4, 12, 5, LAG) == leo_changed | hw_moved
+    assert table.hw[p] == 11
+    with pytest.raises(IndexError):
+        k.follower_fetch_hw(p, 0, 12, 0, T0 + 5, 12, 5, LAG)  # slot 0 is the leader
+    # the same checks for a fetch applied on its own (the multi-partition path)
+    table.leader_leo[p] = 14
+    assert table.update_follower_fetch(p, r2, 14, 0, T0 + 5, 14)
+    assert k.expand_or_hw(p, r2, False, T0 + 5, LAG) == 0  # LEO not moved: no HW attempt
+    assert table.hw[p] == 11
+    assert k.expand_or_hw(p, r2, True, T0 + 5, LAG) == leo_changed  # 3 (at 11) holds the HW
+    table.commit_isr(p, [1, 2, 3])
+    assert table.update_follower_fetch(p, r3, 14, 0, T0 + 6, 14)
+    assert k.expand_or_hw(p, r3, True, T0 + 6, LAG) == leo_changed | hw_moved
+    assert table.hw[p] == 14
+    with pytest.raises(IndexError):
+        k.expand_or_hw(p, 3, True, T0 + 6, LAG)  # no slot 3 with three replicas
+
+
+def test_isr_sizes_and_the_produce_completion_check(table):
+    k = table.kernels
+    p = lead(table, isr=(1, 2), leo=10, hw=4)
+    assert (k.isr_size(p), k.maximal_isr_size(p)) == (2, 2)
+    table.prepare_isr_expand(p, table.slot(p, 3))
+    assert (k.isr_size(p), k.maximal_isr_size(p)) == (2, 3)
+    assert k.reached_isr_size(p, 5) == -1  # HW 4 below the required offset
+    assert k.reached_isr_size(p, 4) == 3
+    table.remove_partition(p)
+    for method, args in (("isr_size", ()), ("maximal_isr_size", ()), ("reached_isr_size", (0,))):
+        with pytest.raises(IndexError):
+            getattr(k, method)(p, *args)
+
+
 # ---- table bookkeeping --------------------------------------------------------------------------
 def test_growth_keeps_state_and_views(kernel_impl):
     table = make_table(kernel_impl, capacity=2, max_replicas=2)
@@ -438,7 +496,7 @@ def test_native_matches_twin_on_random_states(P, R, seed, steps):
         now = T0 + int(rng.integers(-2, 4)) * 15_000
         lag = int(rng.choice([0, LAG]))
         p, r = int(rng.integers(-1, P + 1)), int(rng.integers(-1, R + 1))
-        op = int(rng.integers(0, 10))
+        op = int(rng.integers(0, 12))
         if op == 0:
             call_both(native, twin, "follower_fetch", p, r, int(rng.integers(-1, 14)),
                       int(rng.integers(0, 3)), now, int(rng.integers(0, 14)),
@@ -486,6 +544,15 @@ def test_native_matches_twin_on_random_states(P, R, seed, steps):
             assert (native.expand_candidates_all(n, om[0])
                     == twin.expand_candidates_all(n, om[1]))
             assert np.array_equal(om[0], om[1])
+        elif op == 9:
+            call_both(native, twin, "follower_fetch_hw", p, r, int(rng.integers(-1, 14)),
+                      int(rng.integers(0, 3)), now, int(rng.integers(0, 14)),
+                      int(rng.integers(-1, 3)), lag)
+            call_both(native, twin, "expand_or_hw", p, r, bool(rng.integers(0, 2)), now, lag)
+        elif op == 10:
+            call_both(native, twin, "isr_size", p)
+            call_both(native, twin, "maximal_isr_size", p)
+            call_both(native, twin, "reached_isr_size", p, int(rng.integers(-1, 14)))
         else:  # apply every HW in place, as the table does
             a = native.hw_candidates_all(now, lag, P, ca.hw, np.zeros(P, np.uint8))
             b = twin.hw_candidates_all(now, lag, P, cb.hw, np.zeros(P, np.uint8))

@@ -144,3 +144,30 @@ def test_mixed_results_park_only_the_successful_partitions() -> None:
     c.advance(1_000)
     assert got[0][tp1].error_code == Errors.NOT_LEADER_OR_FOLLOWER
     assert got[0][TP].error_code == Errors.REQUEST_TIMED_OUT
+
+
+def test_a_timed_out_or_forced_answer_keeps_the_append_offsets() -> None:
+    """Partitions still waiting for their acks when the op completes answer REQUEST_TIMED_OUT
+    with the offsets of their append (the data stays); an acknowledged one answers as the
+    append did."""
+    c = Cluster()
+    c.create()
+    c.produce(n=2, acks=1)
+    got = []
+    assert c.produce(n=3, acks=-1, timeout_ms=5_000, callback=got.append) is None
+    c.advance(5_000)
+    r = got[0][TP]
+    assert (r.error_code, r.base_offset, r.log_start_offset) == (Errors.REQUEST_TIMED_OUT, 2, 0)
+    # an op completed by force (not by its own check) answers the same for a waiting partition
+    forced = []
+    status = {TP: ProducePartitionStatus(99, ProducePartitionResponse(Errors.NONE, 7, -1, 0))}
+    op = DelayedProduce(1_000, status, c.rm(0), forced.append)
+    assert not op.try_complete() and op.force_complete()
+    assert (forced[0][TP].error_code, forced[0][TP].base_offset) == (Errors.REQUEST_TIMED_OUT, 7)
+    # and once the HW passes the offset, the append's own answer is delivered
+    done = []
+    status = {TP: ProducePartitionStatus(5, ProducePartitionResponse(Errors.NONE, 2, -1, 0))}
+    op = DelayedProduce(1_000, status, c.rm(0), done.append)
+    c.catch_up()
+    assert op.try_complete()
+    assert done[0][TP] == ProducePartitionResponse(Errors.NONE, 2, -1, 0)

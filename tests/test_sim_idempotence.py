@@ -168,3 +168,23 @@ def test_an_epoch_bump_never_re_sends_a_batch_that_may_be_in_the_log():
     assert summary["duplicated_records"] == 0
     assert summary["reordered_records"] == 0
     assert summary["lost_acked_records"] == 0
+
+
+@pytest.mark.parametrize("keys", [0, 3])
+def test_workload_batches_are_what_build_batch_makes_of_their_records(keys):
+    """The workload patches each batch's ids into a template (joined around the ids without
+    keys): the bytes are those ``build_batch`` encodes from the same values, keys and time."""
+    from replica_core.records import build_batch
+
+    c = Cluster(3, config=FAST, seed=1)
+    c.create_topic("t", 2, 3)
+    w = Workload(c, {"batches_per_second": 1.0, "records_per_batch": 5, "record_bytes": 30,
+                     "keys": keys})
+    c.advance(1234)
+    for pid, seq in ((0, 0), (1, 7), (123_456_789, 1_000_000_001)):
+        values = [b"%08d:%09d:%04d|" % (pid % 10**8, seq % 10**9, r) + b"." * 6
+                  for r in range(5)]
+        expected = build_batch(values, keys=[b"key-%08d" % ((seq * 5 + r) % keys)
+                                             for r in range(5)] if keys else None,
+                               now_ms=c.loop.now)
+        assert w._batch(pid, seq) == expected

@@ -658,15 +658,53 @@ def test_index_maps_on_first_read_and_appends_before_it_are_seen(fs, kernel):
     assert offset_entries(m.read_bytes(o.path)) == [(3 * i, 40 * i) for i in range(80)]
 
 
+def test_tail_lookups_answer_the_floor_entry_through_truncation_and_reopen(fs, kernel):
+    """Lookups at, past and below the last entry give the floor entry read back from the
+    file's bytes, for an index written by appends (tail lookups answered without a search),
+    after truncations, and once closed and reopened from its file (searched)."""
+    m, _ = fs
+    rng = random.Random(7)
+    idx = oidx(fs, kernel, base=1000, size=8 * 64)
+
+    def check(index):
+        m_entries = offset_entries(m.read_bytes(index.path))[: index.entries]
+        offsets = [1000 + rel for rel, _ in m_entries]
+        last = offsets[-1] if offsets else 1000
+        for target in (999, 1000, last - 1, last, last + 1, last + 10**6,
+                       rng.randrange(990, last + 5)):
+            k = bisect.bisect_right(offsets, target)
+            want = (offsets[k - 1], m_entries[k - 1][1]) if k else (1000, 0)
+            assert index.lookup(target) == want, (target, want)
+
+    offset = 1000
+    for round_ in range(6):
+        for _ in range(rng.randrange(1, 9)):
+            offset += rng.randrange(1, 40)
+            idx.append(offset, 100 * idx.entries)
+            check(idx)
+        if round_ % 2:
+            idx.truncate_to(offset - rng.randrange(0, 60))
+        elif round_ == 4:
+            idx.truncate()  # every entry gone: what follows comes through append again
+        offset = idx.last_offset
+        check(idx)
+    idx.close()
+    check(oidx(fs, kernel, base=1000, size=8 * 64))
+
+
 def test_preallocated_index_on_memory_costs_nothing_until_mapped():
     """The 10 MiB default pre-allocation is a hole on the in-memory medium until a lookup maps
-    the index (then its whole length is there, as with Kafka's mmap)."""
+    the index (then its whole length is there, as with Kafka's mmap). A lookup at or past the
+    last entry of an index written by appends answers that entry without mapping."""
     m = MemoryMedium()
     m.makedirs("/seg")
     o = OffsetIndex(m, "/seg/00000000000000000000.index", 0)
     inode = m._files["/seg/00000000000000000000.index"]
     assert inode.size == 10_485_760 and len(inode.buf) == 0
+    assert o.lookup(3) == (0, 0)
     o.append(5, 0)
+    o.append(9, 4200)
+    assert o.lookup(9) == (9, 4200) and o.lookup(12) == (9, 4200)
     assert len(inode.buf) < 4096
     assert o.lookup(6) == (5, 0)
     assert len(inode.buf) >= 10_485_760

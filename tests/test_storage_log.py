@@ -324,6 +324,25 @@ def test_high_watermark_rules(env):
     assert log.high_watermark_metadata.segment_base_offset == 12
 
 
+def test_high_watermark_update_keeps_given_metadata_and_clamps(env):
+    """``update_high_watermark`` (a follower adopting the leader's HW): an offset inside
+    [log start, LEO) becomes offset-only metadata, metadata given there is kept as given, an
+    offset at or past the LEO takes the LEO's metadata, one below the log start the log start."""
+    log = _open(env, LogConfig.from_properties({"segment.bytes": 300}))
+    for _ in range(6):
+        log.append_as_leader(_batch(2), 0)
+    assert log.update_high_watermark(7) == 7
+    assert log.high_watermark_metadata == LogOffsetMetadata(7, -1, -1)
+    given = log.convert_to_offset_metadata(5)
+    assert given.segment_base_offset >= 0
+    assert log.update_high_watermark(given) == 5 and log.high_watermark_metadata == given
+    assert log.update_high_watermark(LogOffsetMetadata(40, 0, 0)) == 12
+    assert log.high_watermark_metadata == log.log_end_offset_metadata
+    assert log.maybe_increment_log_start_offset(4)
+    assert log.update_high_watermark(1) == 4
+    assert log.high_watermark_metadata == LogOffsetMetadata(4, -1, -1)
+
+
 def test_offset_for_timestamp(env):
     log = _open(env, LogConfig.from_properties({"segment.bytes": 300}))
     for i in range(6):

@@ -202,22 +202,29 @@ def test_deferred_parts_are_built_as_they_would_have_been():
     assert seg.offset_index.max_entries == 512 and seg.time_index.max_entries == 341
 
 
-def test_a_read_builds_the_offset_index_and_the_next_append_still_defers_the_time_index():
-    """A leader's segment is read (by its followers) before it is appended to: the read builds
-    the offset index; the append's roll check answers from it and the time index's known
-    emptiness, without building the time index (below index.interval.bytes: no entry)."""
+def test_a_read_of_a_new_segment_builds_no_index_and_the_next_append_still_defers_them():
+    """A leader's segment is read (by its followers) before it is appended to again: its
+    pre-allocated offset index holds no entry, so the read starts at position 0 without
+    building it; the append's roll check answers from both indexes' known emptiness (below
+    index.interval.bytes: no entry)."""
     medium = MemoryMedium()
     medium.makedirs("/data")
     lg = Log.open("/data/t-0", CFG, medium=medium, clock=ManualClock(T0))
-    lg.append_as_leader(_batch(), leader_epoch=0)
+    first = _batch()
+    lg.append_as_leader(first, leader_epoch=0)
     seg = lg.active_segment
-    lg.read(0, 1_000_000)
-    assert seg._offset_index is not None and seg._time_index is None
+    fetched = lg.read(0, 1_000_000)
+    assert bytes(fetched.records) == bytes(seg.log_file.view(0, seg.size))
+    assert fetched.fetch_offset_metadata.relative_position_in_segment == 0
+    assert seg._offset_index is None and seg._time_index is None
     assert not seg.roll_needed(100, T0, lg.log_end_offset, T0, 1 << 30, 1 << 40)
     lg.append_as_leader(_batch(), leader_epoch=0)
-    assert seg._time_index is None and lg.log_end_offset == 6
-    # what the built index says is what the check assumed
-    assert seg.time_index.entries == 0 and not seg.time_index.is_full()
+    assert seg._offset_index is None and seg._time_index is None and lg.log_end_offset == 6
+    # a read from the second batch finds it by walking the headers from position 0
+    assert lg.read(3, 1_000_000).fetch_offset_metadata.relative_position_in_segment == len(first)
+    # what the built indexes say is what the checks assumed
+    assert seg.offset_index.entries == 0 and seg.time_index.entries == 0
+    assert not seg.time_index.is_full()
     # an offset that cannot be stored relative to the base still asks for a roll
     assert seg.roll_needed(100, T0, 2**31 + 5, T0, 1 << 30, 1 << 40)
 

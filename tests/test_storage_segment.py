@@ -20,7 +20,14 @@ from storage_testlib import (
 from replica_core.clock import ManualClock
 from replica_core.errors import LogSegmentOffsetOverflowError
 from replica_core.storage.medium import FileMedium, MemoryMedium
-from replica_core.storage.segment import LogSegment, LogSegments, offset_from_file_name
+from replica_core.storage.segment import (
+    LogSegment,
+    LogSegments,
+    log_file_path,
+    offset_from_file_name,
+    offset_index_path,
+    time_index_path,
+)
 
 BASE = 100
 T0 = 1_700_000_000_000
@@ -138,6 +145,38 @@ def test_read_starts_at_batch_containing_offset(medium_dir):
     assert bytes(unknown.records) == b"" and unknown.fetch_offset_metadata.message_offset == first
     assert seg.read(batches[-1][1] + 1, 100) is None
     assert seg.read_next_offset() == batches[-1][1] + 1
+
+
+def test_read_of_new_segment_finds_batches_without_building_its_index(medium_dir):
+    """A new segment whose pre-allocated index files exist but whose index objects are not
+    built yet (the log's first segment) holds no index entries: a read finds every batch from
+    position 0 without building the offset index; once appends add entries, reads use them."""
+    medium, d = medium_dir
+    for path, size in ((log_file_path(d, BASE), 0), (offset_index_path(d, BASE), 8 * 1024),
+                       (time_index_path(d, BASE), 12 * 1024)):
+        f = medium.open(path, create=True)  # what the log's creation leaves: pre-allocated
+        f.truncate(size)
+        f.close()
+    seg = LogSegment(medium, d, BASE, index_interval_bytes=2048, clock=ManualClock(T0),
+                     file_already_exists=True, index_files_preallocated=True)
+    batches = _fill(seg, 3)
+    assert seg._offset_index is None  # noqa: SLF001 - not built by the appends so far
+    parsed = parse_batches(_read(medium, seg.log_path))
+    for (first, last, b, _), p in zip(batches, parsed, strict=True):
+        for o in (first, last):
+            info = seg.read(o, 1 << 20)
+            assert info.fetch_offset_metadata == (o, BASE, p.position)
+            assert bytes(info.records[: len(b)]) == b
+    assert seg._offset_index is None  # noqa: SLF001 - the reads did not build it
+    more = _fill(seg, 12, base=batches[-1][1] + 1, seed=2)
+    entries = parse_offset_index(_read(medium, seg.offset_index_path), BASE)
+    entries = [e for e in entries if e != (BASE, 0)]
+    assert entries  # the appends crossed index.interval.bytes
+    parsed = parse_batches(_read(medium, seg.log_path))
+    for (first, _last, b, _), p in zip(batches + more, parsed, strict=True):
+        info = seg.read(first, 1 << 20)
+        assert info.fetch_offset_metadata == (first, BASE, p.position)
+        assert bytes(info.records[: len(b)]) == b
 
 
 def test_truncate_to_cuts_at_batch_start(medium_dir):

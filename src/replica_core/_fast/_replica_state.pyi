@@ -4,6 +4,9 @@ import numpy as np
 import numpy.typing as npt
 
 COMMITTED: int
+FETCH_LEO_CHANGED: int
+FETCH_EXPAND: int
+FETCH_HW_MOVED: int
 SESSION_ORDER: int
 SESSION_ROWS: int
 SESSION_SLOTS: int
@@ -31,6 +34,20 @@ class ReplicaStateKernels:
         leader_end_offset: int,
         broker_epoch: int = -1,
     ) -> bool: ...
+    def follower_fetch_hw(
+        self,
+        p: int,
+        r: int,
+        fetch_offset: int,
+        follower_log_start: int,
+        fetch_time_ms: int,
+        leader_end_offset: int,
+        broker_epoch: int,
+        max_lag_ms: int,
+    ) -> int: ...
+    def expand_or_hw(
+        self, p: int, r: int, leo_changed: bool, now_ms: int, max_lag_ms: int
+    ) -> int: ...
     def follower_fetch_batch(
         self,
         ps: npt.NDArray[np.int64],
@@ -54,6 +71,9 @@ class ReplicaStateKernels:
     def is_caught_up(self, p: int, r: int, now_ms: int, max_lag_ms: int) -> bool: ...
     def hw_candidate(self, p: int, now_ms: int, max_lag_ms: int) -> int: ...
     def maybe_increment_hw(self, p: int, now_ms: int, max_lag_ms: int) -> bool: ...
+    def isr_size(self, p: int) -> int: ...
+    def maximal_isr_size(self, p: int) -> int: ...
+    def reached_isr_size(self, p: int, required_offset: int) -> int: ...
     def hw_candidates_all(
         self,
         now_ms: int,

@@ -18,6 +18,16 @@ cdef enum:
 
 COMMITTED = ST_COMMITTED  # IsrState.COMMITTED
 
+# follower_fetch_hw's answer, as bit flags
+cdef enum:
+    FF_LEO_CHANGED = 1  # the follower's LEO moved
+    FF_EXPAND = 2       # the follower may join the ISR: the HW was left to the caller
+    FF_HW_MOVED = 4     # the HW advanced (hw[p] holds the new value)
+
+FETCH_LEO_CHANGED = FF_LEO_CHANGED
+FETCH_EXPAND = FF_EXPAND
+FETCH_HW_MOVED = FF_HW_MOVED
+
 # A leader's fetch session as one C-contiguous (SESSION_COLUMNS, capacity) int64 block, one row
 # per column (``FetchSession.columns``): the session kernels take it as a single buffer.
 cdef enum:
@@ -159,6 +169,29 @@ cdef inline bint _expand(Cols c, Py_ssize_t p, Py_ssize_t i) noexcept nogil:
             and leo >= c.hw[p] and start >= 0 and leo >= start)
 
 
+cdef inline int _expand_or_hw(Cols c, Py_ssize_t p, Py_ssize_t i, bint leo_changed,
+                              int64_t now_ms, int64_t max_lag_ms) noexcept nogil:
+    """After a follower fetch on flat slot ``i``: FF_EXPAND if the follower may join the ISR
+    (the HW is then left to the caller), else the HW advanced when the LEO moved."""
+    cdef int flags = FF_LEO_CHANGED if leo_changed else 0
+    cdef int64_t new
+    if _expand(c, p, i):
+        return flags | FF_EXPAND
+    if leo_changed:
+        new = _hw(c, p, now_ms, max_lag_ms)
+        if new > c.hw[p]:
+            c.hw[p] = new
+            flags |= FF_HW_MOVED
+    return flags
+
+
+cdef inline Py_ssize_t _max_isr_size(Cols c, Py_ssize_t p) noexcept nogil:
+    cdef Py_ssize_t base = p * c.R, r, count = 0
+    for r in range(c.n_rep[p]):
+        count += c.in_max[base + r]
+    return count
+
+
 cdef object _flat(object a):
     if not a.flags.c_contiguous:
         raise ValueError("columns must be C-contiguous")
@@ -267,6 +300,29 @@ cdef class ReplicaStateKernels:
         self._check_slot(p, r)
         return _fetch(self.c, p * self.c.R + r, fetch_offset, follower_log_start, fetch_time_ms,
                       leader_end_offset, broker_epoch)
+
+    cpdef int follower_fetch_hw(self, Py_ssize_t p, Py_ssize_t r, int64_t fetch_offset,
+                                int64_t follower_log_start, int64_t fetch_time_ms,
+                                int64_t leader_end_offset, int64_t broker_epoch,
+                                int64_t max_lag_ms) except -1:
+        """Partition.updateFollowerFetchState's kernel part in one call: ``follower_fetch``,
+        then the ISR-expansion check, then — only when the follower may NOT join the ISR (the
+        caller proposes that first, which can change the maximal ISR) and its LEO moved —
+        ``maybe_increment_hw`` at ``fetch_time_ms``. Flags FETCH_LEO_CHANGED | FETCH_EXPAND |
+        FETCH_HW_MOVED."""
+        self._check_slot(p, r)
+        cdef Py_ssize_t i = p * self.c.R + r
+        return _expand_or_hw(self.c, p, i, _fetch(self.c, i, fetch_offset, follower_log_start,
+                                                   fetch_time_ms, leader_end_offset,
+                                                   broker_epoch),
+                             fetch_time_ms, max_lag_ms)
+
+    cpdef int expand_or_hw(self, Py_ssize_t p, Py_ssize_t r, bint leo_changed, int64_t now_ms,
+                           int64_t max_lag_ms) except -1:
+        """What ``follower_fetch_hw`` does after the fetch state update, for a fetch already
+        applied (``leo_changed``: its LEO moved); the same flags."""
+        self._check_slot(p, r)
+        return _expand_or_hw(self.c, p, p * self.c.R + r, leo_changed, now_ms, max_lag_ms)
 
     cpdef Py_ssize_t follower_fetch_batch(self, const int64_t[::1] ps, const int64_t[::1] rs,
                                           const int64_t[::1] fetch_offsets,
@@ -438,6 +494,28 @@ cdef class ReplicaStateKernels:
             self.c.hw[p] = new
             return True
         return False
+
+    # ---- ISR sizes (§6.8 min ISR checks) ------------------------------------------------------
+    cpdef Py_ssize_t isr_size(self, Py_ssize_t p) except -1:
+        """Members of the committed ISR of partition ``p`` (the leader included)."""
+        self._check_partition(p)
+        cdef Py_ssize_t base = p * self.c.R, r, count = 0
+        for r in range(self.c.n_rep[p]):
+            count += self.c.in_isr[base + r]
+        return count
+
+    cpdef Py_ssize_t maximal_isr_size(self, Py_ssize_t p) except -1:
+        """Members of the maximal ISR of partition ``p`` (KIP-497; the leader included)."""
+        self._check_partition(p)
+        return _max_isr_size(self.c, p)
+
+    cpdef Py_ssize_t reached_isr_size(self, Py_ssize_t p, int64_t required_offset) except -2:
+        """checkEnoughReplicasReachOffset's inputs in one call: −1 while ``hw[p]`` is below
+        ``required_offset``, else the maximal ISR's size."""
+        self._check_partition(p)
+        if self.c.hw[p] < required_offset:
+            return -1
+        return _max_isr_size(self.c, p)
 
     cpdef Py_ssize_t hw_candidates_all(self, int64_t now_ms, int64_t max_lag_ms, Py_ssize_t n,
                                        int64_t[::1] out_hw, uint8_t[::1] out_changed) except -1:

@@ -11,6 +11,11 @@ from typing import Any
 
 COMMITTED = 0  # IsrState.COMMITTED
 
+# follower_fetch_hw's answer, as bit flags
+FETCH_LEO_CHANGED = 1  # the follower's LEO moved
+FETCH_EXPAND = 2  # the follower may join the ISR: the HW was left to the caller
+FETCH_HW_MOVED = 4  # the HW advanced (hw[p] holds the new value)
+
 # A leader's fetch session as one (SESSION_ROW_COUNT, capacity) int64 block, one row per column
 # (``FetchSession.columns``): the session kernels take it as a single buffer.
 SESSION_ORDER = 0  # column indexes in session order (the first n are live)
@@ -114,6 +119,42 @@ class ReplicaStateKernels:
         self._check_slot(p, r)
         return self._fetch(p * self.max_replicas + r, int(fetch_offset), int(follower_log_start),
                            int(fetch_time_ms), int(leader_end_offset), int(broker_epoch))
+
+    def follower_fetch_hw(self, p: int, r: int, fetch_offset: int, follower_log_start: int,
+                          fetch_time_ms: int, leader_end_offset: int, broker_epoch: int,
+                          max_lag_ms: int) -> int:
+        """Partition.updateFollowerFetchState's kernel part in one call: ``follower_fetch``,
+        then the ISR-expansion check, then — only when the follower may NOT join the ISR (the
+        caller proposes that first, which can change the maximal ISR) and its LEO moved —
+        ``maybe_increment_hw`` at ``fetch_time_ms``. Flags FETCH_LEO_CHANGED | FETCH_EXPAND |
+        FETCH_HW_MOVED."""
+        self._check_slot(p, r)
+        i = p * self.max_replicas + r
+        changed = self._fetch(i, int(fetch_offset), int(follower_log_start), int(fetch_time_ms),
+                              int(leader_end_offset), int(broker_epoch))
+        return self._expand_or_hw(p, i, changed, int(fetch_time_ms), int(max_lag_ms))
+
+    def expand_or_hw(self, p: int, r: int, leo_changed: bool, now_ms: int,
+                     max_lag_ms: int) -> int:
+        """What ``follower_fetch_hw`` does after the fetch state update, for a fetch already
+        applied (``leo_changed``: its LEO moved); the same flags."""
+        self._check_slot(p, r)
+        return self._expand_or_hw(p, p * self.max_replicas + r, bool(leo_changed), int(now_ms),
+                                  int(max_lag_ms))
+
+    def _expand_or_hw(self, p: int, i: int, leo_changed: bool, now_ms: int,
+                      max_lag_ms: int) -> int:
+        """After a follower fetch on flat slot ``i``: FETCH_EXPAND if the follower may join the
+        ISR (the HW is then left to the caller), else the HW advanced when the LEO moved."""
+        flags = FETCH_LEO_CHANGED if leo_changed else 0
+        if self._expand(p, i):
+            return flags | FETCH_EXPAND
+        if leo_changed:
+            new = self._hw(p, now_ms, max_lag_ms)
+            if new > self.hw[p]:
+                self.hw[p] = new
+                flags |= FETCH_HW_MOVED
+        return flags
 
     def follower_fetch_batch(self, ps: Any, rs: Any, fetch_offsets: Any, follower_log_starts: Any,
                              leader_end_offsets: Any, fetch_time_ms: int, broker_epoch: int,
@@ -260,6 +301,27 @@ class ReplicaStateKernels:
             self.hw[p] = new
             return True
         return False
+
+    # ---- ISR sizes (§6.8 min ISR checks) ------------------------------------------------------
+    def isr_size(self, p: int) -> int:
+        """Members of the committed ISR of partition ``p`` (the leader included)."""
+        self._check_partition(p)
+        base = p * self.max_replicas
+        return sum(int(self.in_isr[base + r]) for r in range(int(self.n_replicas[p])))
+
+    def maximal_isr_size(self, p: int) -> int:
+        """Members of the maximal ISR of partition ``p`` (KIP-497; the leader included)."""
+        self._check_partition(p)
+        base = p * self.max_replicas
+        return sum(int(self.in_max_isr[base + r]) for r in range(int(self.n_replicas[p])))
+
+    def reached_isr_size(self, p: int, required_offset: int) -> int:
+        """checkEnoughReplicasReachOffset's inputs in one call: −1 while ``hw[p]`` is below
+        ``required_offset``, else the maximal ISR's size."""
+        self._check_partition(p)
+        if self.hw[p] < required_offset:
+            return -1
+        return self.maximal_isr_size(p)
 
     def hw_candidates_all(self, now_ms: int, max_lag_ms: int, n: int, out_hw: Any,
                           out_changed: Any) -> int:

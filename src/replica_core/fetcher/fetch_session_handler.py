@@ -202,11 +202,13 @@ class FetchSessionHandler:
             session[data.tp] = data
             pos[data.tp] = self._next_pos
             self._next_pos += 1
-        log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed %d "
-                  "out of %d partition(s).", metadata, self.node, len(new), len(altered),
-                  len(removed), len(session))
-        to_send = tuple(new) + tuple(session[tp] for tp in altered) if altered else tuple(new)
-        return FetchRequestData(to_send, tuple(removed), MappingProxyType(session), metadata)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed %d "
+                      "out of %d partition(s).", metadata, self.node, len(new), len(altered),
+                      len(removed), len(session))
+        for tp in altered:
+            new.append(session[tp])
+        return FetchRequestData(tuple(new), tuple(removed), MappingProxyType(session), metadata)
 
     def verify_full_fetch_response_partitions(self, partitions: Set[TopicPartition]) -> str | None:
         """None if a full response holds exactly the session's partitions, else a description

@@ -578,6 +578,8 @@ class ReplicaFetcher:
     def maybe_truncate(self) -> None:
         """Truncate the partitions in Truncating state (§7.4): by leader epoch end offsets
         (one OffsetsForLeaderEpoch round) or, without an epoch, to the high watermark."""
+        if not self.partition_states.has_truncating():
+            return  # the common round: nothing to select
         with_epochs, without = self._truncating_partitions()
         if without:
             self.truncate_to_high_watermark(without)
@@ -632,13 +634,17 @@ class ReplicaFetcher:
         if tps is None:
             tps = self._truncating_partitions()[1]
         fetch_offsets: dict[TopicPartition, OffsetTruncationState] = {}
+        state_value = self.partition_states.state_value
+        do_truncate = self._do_truncate
+        info = log.isEnabledFor(logging.INFO)
         for tp in tps:
-            state = self.partition_states.state_value(tp)
+            state = state_value(tp)
             if state is None:
                 continue
             ts = OffsetTruncationState(state.fetch_offset, True)
-            log.info("%s: truncating %s to its high watermark %d", self.name, tp, ts.offset)
-            if self._do_truncate(tp, ts):
+            if info:
+                log.info("%s: truncating %s to its high watermark %d", self.name, tp, ts.offset)
+            if do_truncate(tp, ts):
                 fetch_offsets[tp] = ts
         self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
 
@@ -706,14 +712,18 @@ class ReplicaFetcher:
         Kafka rebuilds its map here with ``set`` (which regroups partitions by topic); the states
         are updated in place instead, keeping each partition's position.
         """
+        states = self.partition_states
+        truncate_on_fetch = self.truncate_on_fetch
+        latest_epoch = self._local.latest_epoch if self.uses_leader_epochs else None
         for tp, ts in fetch_offsets.items():
-            current = self.partition_states.state_value(tp)
+            current = states.state_value(tp)
             if current is None:
                 continue
-            state = FETCHING if (self.truncate_on_fetch or ts.complete) else TRUNCATING
-            latest = self._local.latest_epoch(tp) if self.uses_leader_epochs else None
-            self.partition_states.update(tp, current.updated(
-                fetch_offset=ts.offset, state=state, last_fetched_epoch=latest))
+            # current.updated(fetch_offset=, state=, last_fetched_epoch=), field by field
+            states.update(tp, PartitionFetchState(
+                ts.offset, current.lag, current.current_leader_epoch, current.delay_until_ms,
+                FETCHING if (truncate_on_fetch or ts.complete) else TRUNCATING,
+                latest_epoch(tp) if latest_epoch is not None else None, current.topic_id))
 
     def _on_partition_fenced(self, tp: TopicPartition, request_epoch: int | None) -> bool:
         """``onPartitionFenced``: if the request carried this partition's current leader epoch the
@@ -738,10 +748,15 @@ class ReplicaFetcher:
     def _delay_partitions(self, tps: Iterable[TopicPartition], delay_ms: int) -> None:
         """``delayPartitions``: back off each partition not already delayed, moving it last."""
         now = self.clock.milliseconds()
-        for tp in tps:
-            state = self.partition_states.state_value(tp)
-            if state is not None and not state.is_delayed(now):
-                self.partition_states.update_and_move_to_end(tp, state.delayed(now, delay_ms))
+        states = self.partition_states
+        state_value = states.state_value
+        for tp in tps:  # a failed request delays every partition of the fetcher
+            state = state_value(tp)
+            if state is None:
+                continue
+            d = state.delay_until_ms
+            if d is None or d <= now:  # not state.is_delayed(now)
+                states.update_and_move_to_end(tp, state.delayed(now, delay_ms))
 
     # -- out of range (§4.8) --------------------------------------------------------------------
     def _fetch_offset_and_truncate(self, tp: TopicPartition, topic_id: str | None,
@@ -845,13 +860,15 @@ class ReplicaFetcher:
         states = self.partition_states
         if due:
             changed = list(dict.fromkeys(changed + due))
-        present = [tp for tp in changed if tp in states]
+        following = states.partition_set()
+        present = [tp for tp in changed if tp in following]
         if len(present) > 1:
             present.sort(key=states.order_key)
         changes: dict[TopicPartition, FetchPartition | None] = dict.fromkeys(changed)
         errors: list[TopicPartition] = []
+        state_value = states.state_value
         for tp in present:
-            st = states.state_value(tp)
+            st = state_value(tp)
             assert st is not None
             d = st.delay_until_ms
             if st.state is not FETCHING or (d is not None and d > now):
@@ -977,7 +994,9 @@ class ReplicaFetcher:
         common case (no error, no divergence) handled inline, the rest by
         :meth:`_process_partition_error`."""
         now = self.clock.milliseconds()
-        state_value = self.partition_states.state_value
+        states = self.partition_states
+        following = states.partition_set()  # a live view: a partition failed below leaves it
+        state_value = states.state_value
         process_data = self.process_partition_data
         lag_stats = self.fetcher_lag_stats
         gauges = lag_stats.stats
@@ -986,9 +1005,11 @@ class ReplicaFetcher:
             tp = pd.tp
             fp = asked.get(tp)
             current = state_value(tp)
-            if current is None or fp is None or fp.fetch_offset != current.fetch_offset \
-                    or current.state is not FETCHING or (
-                        current.delay_until_ms is not None and current.delay_until_ms > now):
+            if current is None or fp is None:
+                continue
+            fetch_offset = current.fetch_offset
+            if fp.fetch_offset != fetch_offset or current.state is not FETCHING or (
+                    current.delay_until_ms is not None and current.delay_until_ms > now):
                 continue
             code = pd.error_code
             if code != _NONE:
@@ -999,9 +1020,9 @@ class ReplicaFetcher:
                 diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
                 continue
             try:
-                info = process_data(tp, current.fetch_offset, pd)
+                info = process_data(tp, fetch_offset, pd)
                 valid_bytes = info.valid_bytes
-                next_offset = info.last_offset + 1 if valid_bytes > 0 else current.fetch_offset
+                next_offset = info.last_offset + 1 if valid_bytes > 0 else fetch_offset
                 lag = pd.high_watermark - next_offset
                 if lag < 0:
                     lag = 0
@@ -1010,31 +1031,30 @@ class ReplicaFetcher:
                     gauge = lag_stats.get_and_maybe_put(tp)
                 gauge.lag = lag
                 # An idle partition (nothing appended, lag known) keeps its state object as is.
-                if valid_bytes > 0 and tp in self.partition_states:
-                    lle = info.last_leader_epoch
-                    last_fetched_epoch = lle if lle is not None and lle >= 0 \
-                        else current.last_fetched_epoch
-                    self.partition_states.update_and_move_to_end(tp, PartitionFetchState(
-                        next_offset, lag, current.current_leader_epoch, None, FETCHING,
-                        last_fetched_epoch, current.topic_id))
-                    self.fetcher_stats.byte_rate.mark(valid_bytes)
-                elif current.lag is None and tp in self.partition_states:
+                if valid_bytes > 0:
+                    if tp in following:
+                        lle = info.last_leader_epoch
+                        states.update_and_move_to_end(tp, PartitionFetchState(
+                            next_offset, lag, current.current_leader_epoch, None, FETCHING,
+                            lle if lle is not None and lle >= 0 else current.last_fetched_epoch,
+                            current.topic_id))
+                        self.fetcher_stats.byte_rate.mark(valid_bytes)
+                elif current.lag is None and tp in following:
                     # nothing appended: only the lag becomes known; the request entry is the
                     # same, so the next incremental build need not look at it
-                    self.partition_states.update_lag_and_move_to_end(tp, PartitionFetchState(
+                    states.update_lag_and_move_to_end(tp, PartitionFetchState(
                         next_offset, lag, current.current_leader_epoch, None, FETCHING,
                         current.last_fetched_epoch, current.topic_id))
             except (CorruptRecordError, InvalidRecordError):
                 # Possibly transient (a torn read on the leader): retry after the backoff.
-                log.exception("%s: invalid records for %s at %d", self.name, tp,
-                              current.fetch_offset)
+                log.exception("%s: invalid records for %s at %d", self.name, tp, fetch_offset)
                 errors[tp] = None
             except KafkaStorageError:
                 log.exception("%s: storage error for %s", self.name, tp)
                 self._mark_partition_failed(tp)
             except Exception:
                 log.exception("%s: unexpected error processing %s at %d", self.name, tp,
-                              current.fetch_offset)
+                              fetch_offset)
                 self._mark_partition_failed(tp)
 
     def _process_partition_error(self, tp: TopicPartition, current: PartitionFetchState,

@@ -149,7 +149,7 @@ class PartitionStates(Generic[K, S]):
             heapq.heappush(self._due, (d, tp))
         if state.state is TRUNCATING:
             self._in_truncation[tp] = None
-        else:
+        elif self._in_truncation:
             self._in_truncation.pop(tp, None)
 
     def _to_end(self, tp: K) -> None:
@@ -173,6 +173,8 @@ class PartitionStates(Generic[K, S]):
         """The partitions whose delay ended at or before ``now_ms`` since the last call (they
         became ready without a state change); each once, by due time."""
         due = self._due
+        if not due or due[0][0] > now_ms:
+            return []
         out: dict[K, None] = {}
         m = self._map
         while due and due[0][0] <= now_ms:
@@ -181,6 +183,11 @@ class PartitionStates(Generic[K, S]):
             if s is not None and s.delay_until_ms == d:  # type: ignore[attr-defined]
                 out[tp] = None
         return list(out)
+
+    def has_truncating(self) -> bool:
+        """Whether any partition is Truncating, delayed or not (:meth:`truncating_items` is
+        empty otherwise): a check of the journal's Truncating set."""
+        return bool(self._in_truncation)
 
     def order_key(self, tp: K) -> int:
         """``tp``'s place in the order: smaller comes first (``sorted(..., key=order_key)``)."""
@@ -195,9 +202,12 @@ class PartitionStates(Generic[K, S]):
 
     def update_and_move_to_end(self, tp: K, state: S) -> None:
         """Set ``tp``'s state and put it last (inserting it if absent)."""
-        self._map.pop(tp, None)
-        self._map[tp] = state
-        self._to_end(tp)
+        m = self._map
+        m.pop(tp, None)
+        m[tp] = state
+        seq = self._next_seq  # _to_end, inlined (a fetcher moves a partition every data round)
+        self._seq[tp] = seq
+        self._next_seq = seq + 1
         self._note(tp, state)
 
     def update_lag_and_move_to_end(self, tp: K, state: S) -> None:

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 @dataclass(slots=True)
 class ProducePartitionStatus:
-    """Kafka's ProducePartitionStatus: the offset the HW must reach and the response so far."""
+    """Kafka's ProducePartitionStatus: the offset the HW must reach, the response so far (the
+    local append's answer until an error replaces it) and whether its acks are awaited."""
 
     required_offset: int
     response: ProducePartitionResponse
@@ -46,11 +47,13 @@ class ProducePartitionStatus:
 class DelayedProduce(DelayedOperation):
     """acks=all produce waiting for the HW to pass each partition's last offset (§6.8).
 
-    Partitions that failed locally are complete from the start; the others begin with
-    REQUEST_TIMED_OUT (what they answer on expiry — the data stays in the log) and complete
-    when ``check_enough_replicas_reach_offset`` says so, or with NOT_LEADER_OR_FOLLOWER when the
-    partition is no longer led or hosted here (UNKNOWN_TOPIC_OR_PARTITION when the broker's
-    metadata no longer knows it).
+    Partitions that failed locally are complete from the start; the others wait for their acks
+    (``acks_pending``) and answer REQUEST_TIMED_OUT if the op completes while they still wait
+    — on expiry; the data stays in the log. (Kafka sets that error at once and clears it when
+    the acks arrive; here it is applied when the response is built, to those still waiting.)
+    They complete when ``check_enough_replicas_reach_offset`` says so, or with
+    NOT_LEADER_OR_FOLLOWER when the partition is no longer led or hosted here
+    (UNKNOWN_TOPIC_OR_PARTITION when the broker's metadata no longer knows it).
     """
 
     def __init__(self, delay_ms: int, status: dict[TopicPartition, ProducePartitionStatus],
@@ -62,25 +65,23 @@ class DelayedProduce(DelayedOperation):
         self.deliver = deliver
         self.responses: dict[TopicPartition, ProducePartitionResponse] | None = None
         for st in status.values():
-            if st.response.error_code == Errors.NONE:
-                st.acks_pending = True
-                st.response = _with_error(st.response, Errors.REQUEST_TIMED_OUT)
-            else:
-                st.acks_pending = False
+            st.acks_pending = st.response.error_code == Errors.NONE
 
     def try_complete(self) -> bool:
         pending = False
+        manager = self.manager
         for tp, st in self.status.items():
             if not st.acks_pending:
                 continue
-            partition = self.manager.get_partition(tp)
+            partition = manager.get_partition(tp)
             if partition is None:  # getPartitionOrError
-                done, error = False, self.manager.metadata_cache.error_for_unhosted(tp)
+                done, error = False, manager.metadata_cache.error_for_unhosted(tp)
             else:
                 done, error = partition.check_enough_replicas_reach_offset(st.required_offset)
             if error != Errors.NONE or done:
                 st.acks_pending = False
-                st.response = _with_error(st.response, error)
+                if error != Errors.NONE:  # else the local append's answer stands
+                    st.response = _with_error(st.response, error)
             else:
                 pending = True
         if pending:
@@ -88,7 +89,9 @@ class DelayedProduce(DelayedOperation):
         return self.force_complete()
 
     def on_complete(self) -> None:
-        self.responses = {tp: st.response for tp, st in self.status.items()}
+        self.responses = {tp: _with_error(st.response, Errors.REQUEST_TIMED_OUT)
+                          if st.acks_pending else st.response
+                          for tp, st in self.status.items()}
         self.deliver(self.responses)
 
     def on_expiration(self) -> None:

@@ -67,6 +67,8 @@ if TYPE_CHECKING:
 
 _session_kernels = load("_replica_state", "replica_state_py")
 
+_NO_ERROR = Errors.NONE  # bound once for the per-partition response filter
+
 INVALID_HIGH_WATERMARK = -1
 """What a cached partition's high watermark is before its first response and after an error,
 so the next response always carries it (``CachedPartition``)."""
@@ -222,7 +224,7 @@ class FetchSession:
             must = True
             if update:
                 self.cached_log_start[i] = r.log_start_offset
-        if r.error != Errors.NONE:
+        if r.error != _NO_ERROR:
             must = True
             if update:
                 self.cached_hw[i] = INVALID_HIGH_WATERMARK
@@ -315,6 +317,7 @@ class IncrementalFetchContext:
     """An incremental fetch in ``session``: the response keeps only partitions that must be
     sent, and moves those with records to the end of the session."""
 
+    __slots__ = ("session", "expected_epoch")
     incremental = True
     error = Errors.NONE
 
@@ -341,7 +344,7 @@ class IncrementalFetchContext:
                 kept.append(r)
                 if r.size > 0:
                     session.move_to_end(r.tp)
-        return FetchResponse(Errors.NONE, partition_responses(kept), session_id=session.id)
+        return FetchResponse(_NO_ERROR, partition_responses(kept), session_id=session.id)
 
 
 FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext | \
@@ -351,10 +354,10 @@ FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext 
 def partition_responses(results: Iterable[LogReadResult]
                         ) -> tuple[FetchPartitionResponse, ...]:
     """The response entries for reads, in read order (``FetchPartitionData`` → wire)."""
-    return tuple(
+    return tuple([
         FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
                                r.log_start_offset, r.log_end_offset, r.records, r.diverging_epoch)
-        for r in results)
+        for r in results])
 
 
 class FetchManager:
@@ -377,7 +380,11 @@ class FetchManager:
             return SessionErrorContext(Errors.FETCH_SESSION_ID_NOT_FOUND)
         if session.epoch != epoch:
             return SessionErrorContext(Errors.INVALID_FETCH_SESSION_EPOCH)
-        session.update(request.partitions, request.forgotten)
+        # FetchSession.update, without the (added, updated, removed) lists nobody reads here
+        for fp in request.partitions:
+            session.upsert(fp)
+        for tp in request.forgotten:
+            session.forget(tp)
         if not session.index:
             self.cache.remove(session)
             return SessionlessFetchContext(request.partitions)

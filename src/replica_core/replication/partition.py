@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from replica_core.errors import (
     Errors,
     NotEnoughReplicasError,
@@ -38,7 +36,13 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 from replica_core.replication.partition_context import PartitionContext, PartitionLog
-from replica_core.replication.state import NO_BROKER_EPOCH, IsrState
+from replica_core.replication.state import (
+    FETCH_EXPAND,
+    FETCH_HW_MOVED,
+    FETCH_LEO_CHANGED,
+    NO_BROKER_EPOCH,
+    IsrState,
+)
 
 ISOLATION_LOG_END = "log_end"
 ISOLATION_HIGH_WATERMARK = "high_watermark"
@@ -349,7 +353,7 @@ class Partition:
         table = self.table
         row = self.row
         if required_acks == -1:
-            isr_size = int(np.count_nonzero(table.in_isr[row]))
+            isr_size = table.kernels.isr_size(row)
             min_isr = self.effective_min_isr()
             if isr_size < min_isr:
                 raise NotEnoughReplicasError(
@@ -385,11 +389,11 @@ class Partition:
 
         Kafka's ``log.updateHighWatermark`` in processPartitionData: it may move backwards.
         """
-        if self.log is None:
+        log = self.log
+        if log is None:
             raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
-        before = int(self.log.high_watermark)
-        hw = self.log.update_high_watermark(int(leader_hw))
-        hw = int(self.log.high_watermark) if hw is None else int(hw)
+        before = log.high_watermark
+        hw = log.update_high_watermark(leader_hw if leader_hw.__class__ is int else int(leader_hw))
         if hw != before:
             self.delayed.on_follower_hw_changed(self.tp)
         return hw
@@ -479,17 +483,37 @@ class Partition:
         (KAFKA-13141). True iff the HW moved.
         """
         table = self.table
-        changed = table.kernels.follower_fetch(self.row, slot, fetch_offset, follower_log_start,
-                                               fetch_time_ms, leader_end_offset, broker_epoch)
-        return self.after_follower_fetch(slot, bool(changed), fetch_time_ms)
+        # one kernel call for the replica state, the expansion check and (unless the follower
+        # may join the ISR, which is proposed first) the HW
+        flags = table.kernels.follower_fetch_hw(self.row, slot, fetch_offset, follower_log_start,
+                                                fetch_time_ms, leader_end_offset, broker_epoch,
+                                                table.replica_lag_time_max_ms)
+        return self._after_fetch(slot, flags, fetch_time_ms)
 
     def after_follower_fetch(self, slot: int, leo_changed: bool, now_ms: int) -> bool:
-        """The part of updateFollowerFetchState after the replica state update."""
-        self.maybe_expand_isr(slot)
-        if leo_changed and self.maybe_increment_leader_hw(now_ms):
-            self.delayed.on_leader_hw_incremented(self.tp)
-            return True
-        return False
+        """The part of updateFollowerFetchState after the replica state update: one kernel call
+        for the expansion check and (unless the follower may join the ISR) the HW."""
+        if self.row < 0:
+            return False
+        table = self.table
+        flags = table.kernels.expand_or_hw(self.row, slot, leo_changed, now_ms,
+                                           table.replica_lag_time_max_ms)
+        return self._after_fetch(slot, flags, now_ms)
+
+    def _after_fetch(self, slot: int, flags: int, now_ms: int) -> bool:
+        """Act on the kernel's flags: a follower that may join the ISR is proposed first
+        (maybeExpandIsr) and the HW computed after it (the pending expansion counts in the
+        maximal ISR); a moved HW goes to the log and completes delayed produce/fetch."""
+        if flags & FETCH_EXPAND:
+            self.maybe_expand_isr(slot)
+            if not (flags & FETCH_LEO_CHANGED and self.maybe_increment_leader_hw(now_ms)):
+                return False
+        elif flags & FETCH_HW_MOVED:
+            _push_high_watermark(self.log, int(self.table.hw[self.row]))
+        else:
+            return False
+        self.delayed.on_leader_hw_incremented(self.tp)
+        return True
 
     # ---- HW (§6.4) ---------------------------------------------------------------------------
     def maybe_increment_leader_hw(self, now_ms: int | None = None) -> bool:
@@ -615,14 +639,15 @@ class Partition:
         the effective min ISR, else NOT_ENOUGH_REPLICAS_AFTER_APPEND. Not leader →
         NOT_LEADER_OR_FOLLOWER.
         """
-        if not self.is_leader or self.row < 0:
+        if self.leader_id != self.broker_id or self.row < 0:
             return False, Errors.NOT_LEADER_OR_FOLLOWER
-        table = self.table
-        if int(table.hw[self.row]) >= required_offset:
-            if self.effective_min_isr() <= int(np.count_nonzero(table.in_max_isr[self.row])):
-                return True, Errors.NONE
-            return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-        return False, Errors.NONE
+        # the maximal ISR's size once the HW reached the offset, else -1
+        size = self.table.kernels.reached_isr_size(self.row, required_offset)
+        if size < 0:
+            return False, Errors.NONE
+        if self.effective_min_isr() <= size:
+            return True, Errors.NONE
+        return True, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
     # ---- OffsetsForLeaderEpoch (§4.3) --------------------------------------------------------
     def last_offset_for_leader_epoch(self, current_leader_epoch: int, leader_epoch: int,

@@ -135,16 +135,21 @@ class Purgatory(Generic[T]):
             raise ValueError("operation is already in a purgatory")
         if op.try_complete():
             return True
-        if op.is_completed:  # completed by someone else inside try_complete
+        if op._completed:  # completed by someone else inside try_complete
             return False
+        watchers = self._watchers
         for key in keys:
-            self._watchers.setdefault(key, []).append(op)
+            ops = watchers.get(key)
+            if ops is None:
+                watchers[key] = [op]
+            else:
+                ops.append(op)
         self._estimated_total += 1
         # Kafka checks once more after watching, against events racing with the watch; with one
         # thread the only such event is a try_complete that mutated shared state, so keep it.
         if recheck and op.try_complete():
             return True
-        if not op.is_completed:
+        if not op._completed:
             op._timer = self  # type: ignore[assignment]
             self._delayed += 1
             self._seq += 1
@@ -161,11 +166,11 @@ class Purgatory(Generic[T]):
         # is still pending plus anything appended meanwhile.
         snapshot = list(ops)
         for op in snapshot:
-            if not op.is_completed and op.try_complete():
+            if not op._completed and op.try_complete():
                 completed += 1
         current = self._watchers.get(key)
         if current is not None:
-            pending = [op for op in current if not op.is_completed]
+            pending = [op for op in current if not op._completed]
             if pending:
                 self._watchers[key] = pending
             else:
@@ -205,14 +210,15 @@ class Purgatory(Generic[T]):
     def purge_completed(self) -> int:
         """Drop completed ops from every watch list (Kafka's purgeCompleted); how many entries."""
         purged = 0
-        for key in list(self._watchers):
-            ops = self._watchers[key]
-            pending = [op for op in ops if not op.is_completed]
-            purged += len(ops) - len(pending)
-            if pending:
-                self._watchers[key] = pending
-            else:
-                del self._watchers[key]
+        watchers = self._watchers
+        for key, ops in list(watchers.items()):
+            pending = [op for op in ops if not op._completed]
+            dropped = len(ops) - len(pending)
+            if not pending:
+                del watchers[key]
+            elif dropped:  # a list with nothing completed stays as it is
+                watchers[key] = pending
+            purged += dropped
         return purged
 
     def _cancelled(self) -> None:

@@ -94,6 +94,10 @@ ISR_CHANGE_PROPAGATION_INTERVAL_MS = 60_000
 ISR_CHANGE_PROPAGATION_CHECK_MS = 2_500
 """Period of Kafka's "isr-change-propagation" task."""
 
+_NO_ERROR = Errors.NONE
+"""``Errors.NONE`` bound once for the per-partition fetch paths (an enum member lookup is not
+free)."""
+
 # Append errors Kafka answers without the partition's log start offset (appendToLocalLog).
 _PLAIN_APPEND_ERRORS = frozenset({
     Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.NOT_LEADER_OR_FOLLOWER, Errors.MESSAGE_TOO_LARGE,
@@ -118,10 +122,12 @@ class FetchParams(NamedTuple):
 
 
 class LogReadResult:
-    """One partition's read (Kafka's LogReadResult)."""
+    """One partition's read (Kafka's LogReadResult); ``size`` is the byte length of its
+    records, measured once."""
 
     __slots__ = ("tp", "error", "records", "fetch_offset_metadata", "diverging_epoch",
-                 "high_watermark", "log_start_offset", "log_end_offset", "last_stable_offset")
+                 "high_watermark", "log_start_offset", "log_end_offset", "last_stable_offset",
+                 "size")
 
     def __init__(self, tp: TopicPartition, error: Errors, records: Any = b"",
                  fetch_offset_metadata: Any = None, diverging_epoch: EpochEndOffset | None = None,
@@ -136,11 +142,7 @@ class LogReadResult:
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
         self.last_stable_offset = last_stable_offset
-
-    @property
-    def size(self) -> int:
-        r = self.records
-        return r.nbytes if isinstance(r, memoryview) else len(r)
+        self.size: int = records.nbytes if isinstance(records, memoryview) else len(records)
 
 
 class FetcherManagerLike(Protocol):
@@ -153,7 +155,7 @@ class FetcherManagerLike(Protocol):
     def shutdown(self) -> None: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Delivery:
     """Routes a delayed op's response: kept when ready at once, sent to the callback if parked."""
 
@@ -498,25 +500,31 @@ class ReplicaManager:
         the maximal ISR fell below min ISR). acks=0 still returns the values: the transport
         sends nothing (Kafka closes the connection on an error instead).
         """
-        entries = {TopicPartition(*tp): v for tp, v in entries.items()}
+        entries = {tp if type(tp) is TopicPartition else TopicPartition(*tp): v
+                   for tp, v in entries.items()}
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
         results: dict[TopicPartition, ProducePartitionResponse] = {}
         required: dict[TopicPartition, int] = {}
+        client = origin == "client"
+        ok = False  # at least one partition appended
         for tp, records in entries.items():
             # ProduceRequest.validateRecords: not exactly one whole v2 batch never reaches the log
-            bad = produce_records_error(records) if origin == "client" else None
+            bad = produce_records_error(records) if client else None
             if bad is not None:
                 results[tp], required[tp] = ProducePartitionResponse(bad.code), 0
                 continue
-            results[tp], required[tp] = self._append_to_local_log(tp, records, acks, origin)
-        ok = sum(1 for r in results.values() if r.error_code == Errors.NONE)
-        if not (acks == ACKS_ALL and entries and ok > 0):
+            response, required[tp] = self._append_to_local_log(tp, records, acks, origin)
+            results[tp] = response
+            if response.error_code == Errors.NONE:
+                ok = True
+        if not (acks == ACKS_ALL and ok):
             return results
         status = {tp: ProducePartitionStatus(required[tp], results[tp]) for tp in entries}
         delivery = _Delivery(callback)
         op = DelayedProduce(timeout_ms, status, self, delivery)
-        self.produce_purgatory.try_complete_else_watch(op, list(entries))
+        # try_complete changes nothing but the op's own status: no second check after watching
+        self.produce_purgatory.try_complete_else_watch(op, list(entries), recheck=False)
         if delivery.done:
             return delivery.value
         delivery.parked = True
@@ -573,7 +581,7 @@ class ReplicaManager:
         counters = self._counters
         counters["FetchRequestsPerSec.follower" if follower else "FetchRequestsPerSec.consumer"] += 1
         context = self.fetch_manager.new_context(request, follower, now)
-        if context.error != Errors.NONE:
+        if context.error != _NO_ERROR:
             counters["FetchSessionErrors"] += 1
             return context.generate((), now)
         session = context.session
@@ -594,7 +602,7 @@ class ReplicaManager:
         immediate = params.max_wait_ms <= 0 or nothing_to_fetch
         for r in results:
             readable += r.size
-            if r.error != Errors.NONE or r.diverging_epoch is not None:
+            if r.error != _NO_ERROR or r.diverging_epoch is not None:
                 immediate = True
         if immediate or readable >= params.min_bytes:
             response = context.generate(results, now)
@@ -688,24 +696,28 @@ class ReplicaManager:
         (what the log's read gives there)."""
         limit = params.max_bytes
         min_one_message = not params.hard_max_bytes_limit
-        now = self.clock.milliseconds()
         replica_id = params.replica_id
         follower = replica_id >= 0
         update = follower and not read_from_purgatory
-        stale_epoch = (update and params.replica_epoch != -1
-                       and self.broker_epochs.get(replica_id, -1) > params.replica_epoch)
-        if stale_epoch:  # KIP-903: a fetch of a previous incarnation moves nothing (ours)
-            self._counters["StaleReplicaEpochFetches"] += 1
+        stale_epoch = False
+        if update:
+            now = self.clock.milliseconds()  # the fetch time, taken before the reads
+            stale_epoch = (params.replica_epoch != -1
+                           and self.broker_epochs.get(replica_id, -1) > params.replica_epoch)
+            if stale_epoch:  # KIP-903: a fetch of a previous incarnation moves nothing (ours)
+                self._counters["StaleReplicaEpochFetches"] += 1
+            # the follower fetch states to update after the reads (a read from the purgatory
+            # updates none)
+            upd_parts: list[Partition] = []
+            upd_slots: list[int] = []
+            upd_offsets: list[int] = []
+            upd_starts: list[int] = []
+            upd_leos: list[int] = []
         isolation = params.isolation
         to_log_end = isolation == ISOLATION_LOG_END
         fetch_only_leader = params.fetch_only_leader
         hard_limit = params.hard_max_bytes_limit
         results: list[LogReadResult] = []
-        upd_parts: list[Partition] = []
-        upd_slots: list[int] = []
-        upd_offsets: list[int] = []
-        upd_starts: list[int] = []
-        upd_leos: list[int] = []
         partitions = self._partitions
         for info in parts:
             tp = info.tp
@@ -737,13 +749,13 @@ class ReplicaManager:
                     hw = log.high_watermark
                     log_start = log.log_start_offset
                     if fetch_offset == leo:
-                        res = LogReadResult(tp, Errors.NONE, b"", log.log_end_offset_metadata,
+                        res = LogReadResult(tp, _NO_ERROR, b"", log.log_end_offset_metadata,
                                             None, hw, log_start, leo, hw)
                     else:
                         fetched = log.read(fetch_offset, min(info.partition_max_bytes, limit),
                                            isolation=ISOLATION_LOG_END,
                                            min_one_message=min_one_message)
-                        res = LogReadResult(tp, Errors.NONE, _sendable(fetched, hard_limit),
+                        res = LogReadResult(tp, _NO_ERROR, _sendable(fetched, hard_limit),
                                             fetched.fetch_offset_metadata, None, hw, log_start,
                                             leo, hw)
                     diverging = None
@@ -755,7 +767,7 @@ class ReplicaManager:
                     fetched = read.fetched
                     diverging = read.diverging_epoch
                     leo = read.log_end_offset
-                    res = LogReadResult(tp, Errors.NONE,
+                    res = LogReadResult(tp, _NO_ERROR,
                                         b"" if fetched is None else _sendable(fetched, hard_limit),
                                         None if fetched is None else fetched.fetch_offset_metadata,
                                         diverging,
@@ -766,8 +778,7 @@ class ReplicaManager:
                 results.append(LogReadResult(tp, code))
                 continue
             results.append(res)
-            records = res.records
-            size = records.nbytes if type(records) is memoryview else len(records)
+            size = res.size
             if size > 0:
                 min_one_message = False
             limit = max(0, limit - size)
@@ -777,7 +788,7 @@ class ReplicaManager:
                 upd_offsets.append(fetch_offset)
                 upd_starts.append(info.log_start_offset)
                 upd_leos.append(leo)
-        if upd_parts:
+        if update and upd_parts:
             self._update_follower_fetch_states(upd_parts, upd_slots, upd_offsets, upd_starts,
                                                upd_leos, now, params.replica_epoch)
         return results

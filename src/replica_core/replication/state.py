@@ -42,6 +42,13 @@ UNKNOWN_OFFSET = -1
 NO_BROKER_EPOCH = -2
 """No broker epoch stored yet (Kafka's ``brokerEpoch = None``); −1 is the fetch's "unknown"."""
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000
+# The kernels' ``follower_fetch_hw`` answer, bit flags (the kernel modules define the same):
+FETCH_LEO_CHANGED = 1
+"""The follower's LEO moved."""
+FETCH_EXPAND = 2
+"""The follower may join the ISR: the HW was left to the caller, which proposes that first."""
+FETCH_HW_MOVED = 4
+"""The HW advanced (the table's ``hw`` holds it)."""
 
 
 class IsrState(IntEnum):
@@ -336,8 +343,7 @@ class ReplicaStateTable:
 
     def maximal_isr_size(self, p: int) -> int:
         """Members of the maximal ISR (what a produce response reports as the ISR size)."""
-        self._check(p)
-        return int(np.count_nonzero(self.in_max_isr[p, : self.n_replicas[p]]))
+        return self.kernels.maximal_isr_size(p)
 
     def effective_min_isr(self, p: int) -> int:
         """min(min.insync.replicas, assigned replicas incl. the leader) (Partition.effectiveMinIsr)."""

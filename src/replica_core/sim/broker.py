@@ -215,9 +215,11 @@ class FetcherThread:
         leos: dict[TopicPartition, int] = {}
         if arrived is not None:
             rm = fetcher.replica_manager
-            leos = {p.tp: _leo(rm, p.tp) for p in arrived.partitions
-                    if p.error_code == Errors.OFFSET_OUT_OF_RANGE}  # may truncate
-            self.broker.cluster.follower_out_of_range += len(leos)
+            for p in arrived.partitions:
+                if p.error_code == _OFFSET_OUT_OF_RANGE:  # may truncate
+                    leos[p.tp] = _leo(rm, p.tp)
+            if leos:
+                self.broker.cluster.follower_out_of_range += len(leos)
         fetcher.do_work()
         broker = self.broker
         if arrived is not None and broker.rm is not None:
@@ -383,6 +385,9 @@ class _LeaderAnswer:
         elif isinstance(answer, FetchResponse) and endpoint.thread is not None:
             endpoint.thread.arrived = answer  # for the invariant checker, after processing
         self.on_answer(answer)
+
+
+_OFFSET_OUT_OF_RANGE = Errors.OFFSET_OUT_OF_RANGE
 
 
 def _leo(rm: ReplicaManager, tp: TopicPartition) -> int:

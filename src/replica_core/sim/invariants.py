@@ -370,11 +370,14 @@ class InvariantChecker:
                 self.fail("hw_le_leo", f"leader {bid} of {tp}: HW {hw} > LEO {leo}")
             epoch = p.leader_epoch
             last = tracked.get(tp)
-            if last is not None and last[0] == epoch and hw < last[1]:
-                self.fail("leader_hw_monotonic",
-                          f"leader {bid} of {tp} in epoch {epoch}: HW went from {last[1]} to {hw}")
+            if last is None or last[0] != epoch:
+                tracked[tp] = (epoch, hw)
+            elif hw != last[1]:
+                if hw < last[1]:
+                    self.fail("leader_hw_monotonic", f"leader {bid} of {tp} in epoch {epoch}: "
+                              f"HW went from {last[1]} to {hw}")
+                tracked[tp] = (epoch, hw)
             checks["leader_hw"] += 1
-            tracked[tp] = (epoch, hw)
 
     def follower_fetched(self, broker: SimBroker, response: FetchResponse,
                          leos_before: dict[TopicPartition, int]) -> None:
@@ -384,16 +387,19 @@ class InvariantChecker:
             return
         checks = self.checks
         local_log = rm.local_log
+        hw_checks = 0  # added to checks["hw"] once, after the loop (or before a failure)
         for pd in response.partitions:
             tp = pd.tp
             lg = local_log(tp)
             if lg is None:
                 continue
             hw, leo = lg.high_watermark, lg.log_end_offset
-            checks["hw"] += 1
+            hw_checks += 1
             if hw > leo:
+                checks["hw"] += hw_checks
                 self.fail("hw_le_leo", f"follower {broker.broker_id} of {tp}: HW {hw} > LEO {leo}")
-            if pd.diverging_epoch is not None or leo < leos_before.get(tp, -1):
+            if pd.diverging_epoch is not None or (
+                    leos_before and leo < leos_before.get(tp, -1)):
                 self.suspect(tp)  # truncated (diverging epoch, or out of range)
                 continue
             records = pd.records
@@ -405,9 +411,11 @@ class InvariantChecker:
                 continue  # exactly one batch (its length field spans the response): in order
             headers = _scan_batches(records, 0, -1, False, MAX_FRAME_SIZE)[0]
             if _kernels.check_rows(headers, _INT64_MIN) == _OUT_OF_ORDER:  # (no CRC verdicts)
+                checks["hw"] += hw_checks
                 self.fail("offsets_increase",
                           f"fetch response for {tp} to broker {broker.broker_id} has "
                           f"batches out of order: {headers[:, _COL_BASE].tolist()}")
+        checks["hw"] += hw_checks
 
     def truncated(self, broker: SimBroker, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:

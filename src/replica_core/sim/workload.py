@@ -44,12 +44,13 @@ from replica_core.replication.messages import (
     TopicPartition,
 )
 from replica_core.sim.broker import ConsumerFetch, ProduceRequest, is_failure
+from replica_core.sim.cluster import ProduceHandle
 from replica_core.sim.invariants import records_digest, scan_log
 from replica_core.sim.producer_config import INT32_MAX, ProducerSettings, producer_settings
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
 
 if TYPE_CHECKING:
-    from replica_core.sim.cluster import Cluster, ProduceHandle
+    from replica_core.sim.cluster import Cluster
 
 _BASE_TS = struct.Struct(">q")
 _PRODUCER_HEADER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at 43)
@@ -184,8 +185,6 @@ class Producer:
     def send(self, tp: TopicPartition, records: bytes, count: int, *, acks: int,
              retries: int | None, timeout_ms: int | None = None, on_done: Any = None
              ) -> ProduceHandle:
-        from replica_core.sim.cluster import ProduceHandle
-
         pid = self.cluster.tp_ids[tp]
         handle = ProduceHandle(tp, count, acks, self.loop.now)
         batch = _Batch(handle, pid, records, acks, timeout_ms or self.request_timeout_ms,
@@ -250,10 +249,11 @@ class Producer:
         b.epoch, b.seq = self.producer_epoch, q.next_seq
         q.next_seq = (q.next_seq + b.handle.count) % (INT32_MAX + 1)
         q.unresolved.add((b.epoch, b.seq))
-        buf = bytearray(b.records)
+        records = b.records
+        buf = bytearray(records)
         _PRODUCER_HEADER.pack_into(buf, 43, self.producer_id, b.epoch, b.seq)
-        attributes = int.from_bytes(buf[21:23], "big")
-        max_ts = _BASE_TS.unpack_from(buf, _MAX_TS_AT)[0]
+        attributes = records[21] << 8 | records[22]  # big-endian int16 at 21
+        max_ts = _BASE_TS.unpack_from(records, _MAX_TS_AT)[0]
         _batch_kernels.stamp_batch(buf, 0, 0, -1, attributes, max_ts)
         b.records = bytes(buf)
 
@@ -414,26 +414,27 @@ class Workload:
         self.n_keys = int(spec.get("keys", 0))
         wanted = None if topics is None else set(topics)
         self.tps = [tp for tp in cluster.tps if wanted is None or tp.topic in wanted]
-        self.pids = np.array([cluster.tp_ids[tp] for tp in self.tps], dtype=np.int64)
+        self.pids = [int(cluster.tp_ids[tp]) for tp in self.tps]
         self.settings = producer_settings(cluster.config, self.acks, cluster.request_timeout_ms)
         self.retries = None if self.settings.retries == INT32_MAX else self.settings.retries
         self.producer = Producer(cluster, client_id, settings=self.settings,
                                  delivery_timeout_ms=self.settings.delivery_timeout_ms)
         cluster.client_ids.append(client_id)
-        self.seq = np.zeros(len(cluster.tps), dtype=np.int64)
+        self.seq = [0] * len(cluster.tps)  # next batch number per partition id
         self.consumer: Consumer | None = None
         if spec.get("consumers", False):
             self.consumer = Consumer(cluster, client_id + 1, self.tps,
                                      poll_ms=int(spec.get("consumer_poll_ms", 1000)))
         self._until = 0
-        self._gaps: np.ndarray = np.zeros(0)
-        self._picks: np.ndarray = np.zeros(0, dtype=np.int64)
+        self._gaps: list[float] = []
+        self._picks: list[int] = []
         self._k = 0
         self._due = 0.0
         self._pad = b"." * self.record_bytes
         self._template: bytes | None = None
         self._value_pos: list[int] = []
         self._key_pos: list[int] = []
+        self._pieces: list[bytes] = []
         self._attributes = 0
         self._make_template()
 
@@ -455,8 +456,8 @@ class Workload:
     def _schedule(self) -> None:
         if self._k >= len(self._gaps):
             # draw arrivals in blocks: one generator call per 1024 batches
-            self._gaps = self.rng.exponential(1000.0 / self.total_rate, 1024)
-            self._picks = self.rng.integers(0, len(self.tps), 1024)
+            self._gaps = self.rng.exponential(1000.0 / self.total_rate, 1024).tolist()
+            self._picks = self.rng.integers(0, len(self.tps), 1024).tolist()
             self._k = 0
         gap = self._gaps[self._k]
         self._due += gap
@@ -467,11 +468,11 @@ class Workload:
 
     def _arrival(self) -> None:
         k = self._k
-        self._k += 1
-        i = int(self._picks[k])
+        self._k = k + 1
+        i = self._picks[k]
         tp = self.tps[i]
-        pid = int(self.pids[i])
-        seq = int(self.seq[pid])
+        pid = self.pids[i]
+        seq = self.seq[pid]
         self.seq[pid] = seq + 1
         records = self._batch(pid, seq)
         self.producer.send(tp, records, self.records_per_batch, acks=self.acks,
@@ -491,13 +492,16 @@ class Workload:
             if self.n_keys > 0:
                 keys = [b"key-%08d" % ((seq * n + r) % self.n_keys) for r in range(n)]
             return build_batch(values, keys=keys, now_ms=now)
-        buf = bytearray(self._template)  # each value already ends its id with ``rrrr|``
+        # each value already ends its id with ``rrrr|``
         ids = b"%08d:%09d:" % (pid % 10**8, seq % 10**9)
-        for pos in self._value_pos:
-            buf[pos:pos + 19] = ids
         if self.n_keys > 0:
+            buf = bytearray(self._template)
+            for pos in self._value_pos:
+                buf[pos:pos + 19] = ids
             for r, pos in enumerate(self._key_pos):
                 buf[pos + 4:pos + 12] = b"%08d" % ((seq * n + r) % self.n_keys)
+        else:  # the template's pieces around the ids, joined in one step
+            buf = bytearray(ids.join(self._pieces))
         _BASE_TS.pack_into(buf, 27, now)
         _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, now)
         return bytes(buf)
@@ -519,6 +523,9 @@ class Workload:
         for r, pos in enumerate(self._value_pos):  # the record number part of each id
             buf[pos + 19:pos + 24] = b"%04d|" % (r % 10**4)
         self._template = bytes(buf)
+        # the template cut at every value's 19-byte id: ``ids.join(pieces)`` patches them all
+        cuts = [0, *(p for pos in self._value_pos for p in (pos, pos + 19)), len(buf)]
+        self._pieces = [self._template[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
 
     def audit_logs(self) -> dict[str, int | None]:
         """What a consumer reading every partition from its start would see of this workload's

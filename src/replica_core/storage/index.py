@@ -118,6 +118,8 @@ class _Index:
         self._max_entries = self._length // es
         # A pre-existing index is assumed valid up to its (rounded-down) length.
         self._entries = 0 if newly_created else self._max_entries
+        # every entry written by append (offsets strictly increasing), none taken from a file
+        self._appended = newly_created
         self._reload_last()
 
     # -- mapping -------------------------------------------------------------------------------
@@ -150,6 +152,8 @@ class _Index:
 
     def _set_entries(self, n: int) -> None:
         self._entries = n
+        if n == 0:
+            self._appended = True  # what follows comes through append
         self._searcher.entries = n
         self._reload_last()
 
@@ -352,7 +356,13 @@ class OffsetIndex(_Index):
                 f"than the last offset appended ({self._last_offset}) to {self.path}")
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
-        """(offset, position) of the largest entry with offset <= target, else (base, 0)."""
+        """(offset, position) of the largest entry with offset <= target, else (base, 0).
+        An open index answers without being searched or mapped when it has no entries, and,
+        when every entry came through :meth:`append` (so offsets strictly increase), for a
+        target at or past its last entry (a read at the log's tail): that entry."""
+        if self._file is not None and (self._entries == 0 or (
+                self._appended and target_offset >= self._last_offset)):
+            return self.last_entry()
         return self._searcher.lookup(target_offset)
 
     def lookup_many(self, targets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1118,11 +1118,18 @@ class Log:
     # --- high watermark (§5.2, §6.4) ---------------------------------------------------------
     def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
         """Set the HW clamped to [LSO, LEO]; may move it down (follower / load time)."""
-        meta = hw if isinstance(hw, LogOffsetMetadata) else LogOffsetMetadata(int(hw))
-        if meta.message_offset < self._log_start_offset:
+        given: LogOffsetMetadata | None = None
+        if isinstance(hw, LogOffsetMetadata):
+            given = hw
+            offset = hw.message_offset
+        else:
+            offset = hw if hw.__class__ is int else int(hw)
+        if offset < self._log_start_offset:
             meta = LogOffsetMetadata(self._log_start_offset)
-        elif meta.message_offset >= self._leo:
+        elif offset >= self._leo:
             meta = self._leo_meta
+        else:  # an offset alone becomes offset-only metadata, made only when it is kept
+            meta = given if given is not None else LogOffsetMetadata(offset)
         self._set_hw(meta)
         return meta.message_offset
 

@@ -558,7 +558,7 @@ class ProducerStateManager:
         self.medium = medium
         self.log_dir = os.fspath(log_dir)
         self.clock = clock
-        self.topic_partition = topic_partition or os.path.basename(self.log_dir)
+        self._topic_partition = topic_partition  # "": the directory's name, when first asked
         self._producers: dict[int, ProducerStateEntry] = {}
         self._ongoing_txns: dict[int, TxnMetadata] = {}  # by first offset
         self._unreplicated_txns: dict[int, TxnMetadata] = {}  # completed, marker above the HW
@@ -581,6 +581,15 @@ class ProducerStateManager:
         return m
 
     # --- reads ------------------------------------------------------------------------------
+    @property
+    def topic_partition(self) -> str:
+        """The partition's name in messages: as given, else its directory's name (the name it
+        had when the manager was made: a renamed directory keeps it)."""
+        name = self._topic_partition
+        if not name:
+            name = self._topic_partition = os.path.basename(self.log_dir)
+        return name
+
     @property
     def map_end_offset(self) -> int:
         return self._last_map_offset
@@ -864,6 +873,8 @@ class ProducerStateManager:
 
     def update_parent_dir(self, log_dir: str | os.PathLike[str]) -> None:
         """The partition directory was renamed: the snapshot files moved with it."""
+        if not self._topic_partition:  # the name stays that of the directory it was made in
+            self._topic_partition = os.path.basename(self.log_dir)
         self.log_dir = os.fspath(log_dir)
         self._snapshots = {off: snapshot_path(self.log_dir, off) for off in self._snapshots}
 

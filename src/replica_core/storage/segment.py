@@ -590,8 +590,16 @@ class LogSegment:
         return None
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
-        """Offset-index floor lookup, then a header walk to the batch containing ``offset`` (§3.3)."""
-        position = self.offset_index.lookup(offset)[1]
+        """Offset-index floor lookup, then a header walk to the batch containing ``offset`` (§3.3).
+        A new segment's pre-allocated index not built yet holds no entries: its lookup answers
+        position 0 without building it."""
+        index = self._offset_index
+        if index is not None:
+            position = index.lookup(offset)[1]
+        elif self._indexes_preallocated:
+            position = 0
+        else:
+            position = self.offset_index.lookup(offset)[1]
         return self._search_for_offset_with_size(offset, max(int(position), starting_position))
 
     # --- read (§3.3) --------------------------------------------------------------------------
