@@ -258,3 +258,48 @@ def test_session_order_follows_the_partition_map(ops):
         elif tp in session.index:
             session.move_to_end(tp)
         assert session.order().tolist() == list(session.index.values())
+
+
+def test_partition_read_at_the_log_end_counts_its_appends_once_parked():
+    """A parking request that read a partition at the leader's LEO (nothing to send, only the
+    follower's new fetch offset to record) keeps that position: later appends to it count
+    their bytes towards min_bytes, beside those of a partition the request did not read."""
+    c = cluster()
+    c.produce(TP, 1, acks=1)
+    one = len(c.partition(0, TP).log.read(0, 1 << 20).records)  # one produced batch
+    sid = open_session(c)                       # follower 1 now holds the batch: LEO 1
+    got: list = []
+    assert session_fetch(c, 1, (TP,), session_id=sid, epoch=1, max_wait_ms=500,
+                         min_bytes=2 * one + 1, callback=got.append) is None
+    assert c.partition(0, TP).log_end_offset == 1
+    c.produce(TP, 1, acks=1)
+    c.produce(TP1, 1, acks=1)
+    assert got == []                 # two batches: one byte short of min_bytes
+    c.produce(TP, 1, acks=1)
+    assert len(got) == 1 and got[0].session_id == sid
+    assert sorted((p.tp, len(p.records)) for p in got[0].partitions) == [
+        (TP, 2 * one), (TP1, one)]
+
+
+def test_changes_to_a_partition_followed_here_leave_a_parked_session_fetch_waiting():
+    """Broker 0 leads TP and follows TP1: its own follower appends and HW moves on TP1 do not
+    complete follower 2's parked session fetch over TP; an append to TP does."""
+    c = cluster()
+    c.leader_and_isr(TP1, leader=1, isr=(0, 1, 2))
+    resp = session_fetch(c, 2, (TP,), session_id=0, epoch=0)
+    assert resp.error_code == Errors.NONE and resp.session_id != 0
+    c.apply(2, resp)
+    got: list = []
+    assert session_fetch(c, 2, (), session_id=resp.session_id, epoch=1, max_wait_ms=500,
+                         callback=got.append) is None
+    c.produce(TP1, 2, acks=1)
+    for _ in range(2):               # both followers fetch TP1's batch, then its new HW
+        c.fetch(0, (TP1,))
+        c.fetch(2, (TP1,))
+    c.fetch(0, (TP1,))
+    c.rm(0).complete_delayed_fetch_requests([TP1])  # what its fetcher does after appending
+    assert c.partition(0, TP1).log_end_offset == 2 and c.partition(0, TP1).high_watermark == 2
+    assert got == [] and c.rm(0).fetch_purgatory.delayed == 1
+    c.produce(TP, 1, acks=1)
+    assert len(got) == 1 and [p.tp for p in got[0].partitions] == [TP]
+    assert len(got[0].partitions[0].records) > 0

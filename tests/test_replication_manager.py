@@ -234,3 +234,20 @@ def test_metrics() -> None:
     assert c.rm(0).metrics()["partitions"]["t-1"]["LogEndOffset"] == 2
     assert c.rm(0).metrics()["partitions"]["t-1"]["HighWatermark"] == 0  # under min ISR
     assert c.rm(1).metrics()["UnderReplicatedPartitions"] == 0  # followers do not count
+
+
+def test_partition_state_names_its_topic_partition_and_compares_by_message_fields() -> None:
+    """A LeaderAndIsr partition state carries its (topic, partition) as a TopicPartition, kept
+    current by ``dataclasses.replace``, and outside equality, hashing and repr (it is not a
+    field of Kafka's message)."""
+    import dataclasses
+
+    state = LeaderAndIsrPartitionState("t", 3, 1, 2, 4, (2, 1), 5, (1, 2))
+    assert type(state.tp) is TopicPartition and state.tp == ("t", 3)
+    assert str(state.tp) == "t-3"
+    moved = dataclasses.replace(state, partition=7)
+    assert moved.tp == ("t", 7) and state.tp == ("t", 3)
+    twin = LeaderAndIsrPartitionState("t", 3, 1, 2, 4, (2, 1), 5, (1, 2))
+    assert twin == state and hash(twin) == hash(state) and twin != moved
+    assert "tp=" not in repr(state)
+    assert [f.name for f in dataclasses.fields(state) if f.compare][-1] == "topic_id"

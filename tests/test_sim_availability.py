@@ -219,3 +219,44 @@ def test_lost_responses_make_duplicates_the_log_audit_sees():
     assert audit["duplicate_batches"] > 0
     assert audit["duplicate_records"] == 4 * audit["duplicate_batches"]
     assert w.producer.errors.get("REQUEST_TIMED_OUT", 0) >= audit["duplicate_batches"]
+
+
+def test_classifying_many_partitions_at_once_matches_one_by_one():
+    """ClientView.refresh reads the controller's columns whole for a large set of partitions and
+    element by element for a few: both give every partition the same cause."""
+    c = cluster()
+    mine = led_by(c, 1)
+    assert mine
+    c.crash(1)
+    view = c.client_view
+    view.refresh_all()  # the whole-column path (every partition)
+    at_once = view.cause.tolist()
+    counts = view.counts_by_cause()
+    # broker 1 is down but still named by the controller: its partitions, and only they
+    ids = {c.tp_ids[tp] for tp in mine}
+    assert [pid for pid, cause in enumerate(at_once) if cause >= 0] == sorted(ids)
+    assert counts["leader_down"] == len(mine)
+    view.cause[:] = -1
+    view.count[:] = [0] * len(view.count)
+    for pid in range(N):
+        view.refresh([pid])  # one partition: the element path
+    assert view.cause.tolist() == at_once
+    assert view.counts_by_cause() == counts
+
+
+def test_tracker_counts_follow_the_controllers_registrations():
+    """The controller node's offline / under-min-ISR / under-replicated counts are those of
+    the controller's partition registrations, after elections and ISR shrinks."""
+    c = cluster(**{"min.insync.replicas": 3})
+    c.crash(1)
+    c.advance(6000)  # session expired: broker 1's partitions re-elected, ISRs shrunk
+    c.crash(2)
+    c.advance(6000)
+    regs = list(c.controller.partitions.values())
+    tracker = c.controller_node.tracker
+    offline = sum(1 for r in regs if r.leader < 0)
+    under_min = sum(1 for r in regs if r.leader >= 0 and len(r.isr) < 3)
+    under_rep = sum(1 for r in regs if r.leader >= 0 and len(r.isr) < len(r.replicas))
+    assert under_rep > 0 and offline + under_min > 0
+    assert (tracker.offline, tracker.under_min, tracker.under_rep) == (
+        offline, under_min, under_rep)

@@ -641,6 +641,43 @@ def test_periodic_checks_the_same_partitions_in_the_same_order(seed):
                                                             ref_st["rotor"])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_periodic_drops_expired_suspects_as_the_plain_loop_does(seed):
+    """Suspect windows of changing length (a re-suspected partition can expire earlier than
+    one suspected before it) and many steps with nothing expiring: the suspects dropped, the
+    checks made and the rotation stay those of the plain loop that looks at every expiry."""
+    rng = random.Random(100 + seed)
+    c = FakeCluster(3)
+    c.tps = [TopicPartition("t", i) for i in range(30)]
+    checker = InvariantChecker(c, strict=True, suspect_budget=4,  # type: ignore[arg-type]
+                               sample_per_check=1)
+    keys: dict = {}
+    calls: list = []
+    checker._agreement_key = keys.get  # type: ignore[method-assign]
+    checker.check_isr_agreement = calls.append  # type: ignore[method-assign,assignment]
+    ref_st, ref_suspects, ref_checked, ref_calls = {"suspect_rotor": 0, "rotor": 0}, {}, {}, []
+    dropped = 0
+    for _ in range(300):
+        checker.suspect_ms = rng.choice([50, 400, 5000, 20_000])
+        for _ in range(rng.choice([0, 0, 0, 1, 3])):
+            tp = rng.choice(c.tps)
+            checker.suspect(tp)
+            ref_suspects[tp] = c.loop.now + checker.suspect_ms
+        for tp in rng.sample(c.tps, rng.randint(0, 5)):
+            keys[tp] = rng.choice([None, (1, 1, rng.randint(0, 3))])
+        c.loop.now += rng.choice([10, 100, 1000])
+        before = len(ref_suspects)
+        checker.periodic()
+        ref_periodic(ref_st, ref_suspects, ref_checked, c.loop.now, keys, c.tps, 1, 4,
+                     ref_calls)
+        dropped += before - len(ref_suspects)
+        assert calls == ref_calls
+        assert checker._suspects == ref_suspects and checker._checked == ref_checked
+        assert (checker._suspect_rotor, checker._rotor) == (ref_st["suspect_rotor"],
+                                                            ref_st["rotor"])
+    assert dropped > 0 and ref_suspects  # expiries happened, and suspects were still held
+
+
 # ---- the loss causes as checked claims: each accepted only when its pattern is in the history --
 class FakeLM:
     def __init__(self, leos: dict) -> None:

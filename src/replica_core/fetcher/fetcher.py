@@ -283,6 +283,8 @@ class FailedPartitions:
         self._set.add(TopicPartition(*tp))
 
     def remove_all(self, tps: Iterable[TopicPartition]) -> None:
+        if not self._set:
+            return  # the common case (nothing failed): nothing to look up
         for tp in tps:
             self._set.discard(TopicPartition(*tp))
 
@@ -422,11 +424,14 @@ class ReplicaFetcher:
         to the end of the order and leaves the failed set. Errors from asking the leader for a
         negative ``init_offset`` propagate, as in Kafka.
         """
-        tps = [TopicPartition(*tp) for tp in initial_fetch_states]
+        tps = [tp if type(tp) is TopicPartition else TopicPartition(*tp)
+               for tp in initial_fetch_states]
         self.failed_partitions.remove_all(tps)
+        states = self.partition_states
+        state_value, update_and_move_to_end = states.state_value, states.update_and_move_to_end
+        initial_state = self._initial_state
         for tp, ifs in zip(tps, initial_fetch_states.values(), strict=True):
-            current = self.partition_states.state_value(tp)
-            self.partition_states.update_and_move_to_end(tp, self._initial_state(tp, ifs, current))
+            update_and_move_to_end(tp, initial_state(tp, ifs, state_value(tp)))
         if self.wakeup is not None and self.running:
             self.wakeup()  # partitionMapCond.signalAll(): a waiting thread looks again
         return set(tps)

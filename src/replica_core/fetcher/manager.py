@@ -80,10 +80,15 @@ class ReplicaFetcherManager:
         """``addFetcherForPartitions``: group by (leader, fetcher id), create missing fetchers,
         hand each its partitions (which also leave the failed set)."""
         groups: dict[BrokerIdAndFetcherId, dict[TopicPartition, InitialFetchState]] = {}
+        fetcher_id = self.fetcher_id
         for tp, ifs in partitions.items():
-            tp = TopicPartition(*tp)
-            key = BrokerIdAndFetcherId(ifs.leader, self.fetcher_id(tp))
-            groups.setdefault(key, {})[tp] = ifs
+            if type(tp) is not TopicPartition:
+                tp = TopicPartition(*tp)
+            key = BrokerIdAndFetcherId(ifs.leader, fetcher_id(tp))
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = {}
+            group[tp] = ifs
         for key, states in groups.items():
             fetcher = self.fetchers.get(key)
             if fetcher is None:

@@ -242,14 +242,25 @@ class DelayedSessionFetch(DelayedFetch):
                  deliver: Callable[[FetchResponse], None]) -> None:
         super().__init__(params, (), manager, deliver, context)
         self.session = context.session
-        self.start: dict[TopicPartition, Any] = {r.tp: r.fetch_offset_metadata for r in reads}
+        # what the first check (at park, straight after the reads) counts: not the reads that
+        # stopped at the log end on the fast path, each 0 bytes and no completion while the
+        # log has not changed since (it cannot in between)
+        start: dict[TopicPartition, Any] = {}
+        first: list[TopicPartition] = []
+        for r in reads:
+            start[r.tp] = r.fetch_offset_metadata
+            if not r.at_log_end:
+                first.append(r.tp)
+        self.start = start
+        self._first: list[TopicPartition] | None = first
         self.available: dict[TopicPartition, int] = {}
         self.accumulated = 0
         self._follower_read = params.isolation == ISOLATION_LOG_END and params.fetch_only_leader
 
     def try_complete(self) -> bool:
         index = self.session.index
-        for tp in list(self.start):
+        tps, self._first = self._first, None
+        for tp in list(self.start) if tps is None else tps:
             i = index.get(tp)
             if i is not None and self._recount(tp, i):
                 return self.force_complete()
@@ -336,10 +347,13 @@ class DelayedSessionFetch(DelayedFetch):
         self.start[tp] = start
 
     def on_complete(self) -> None:
+        """Re-read the partitions with something to send; none (an idle long poll expiring)
+        answers the empty response without a read."""
         manager = self.manager
         manager._session_fetch_done(self)
         parts = manager._session_pending_reads(self.session)
-        self._respond(manager._read_from_log(self.params, parts, read_from_purgatory=True))
+        self._respond(manager._read_from_log(self.params, parts, read_from_purgatory=True)
+                      if parts else ())
 
 
 def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:

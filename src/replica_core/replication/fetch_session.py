@@ -334,6 +334,8 @@ class IncrementalFetchContext:
             # another request of this session went by meanwhile
             return FetchResponse(Errors.INVALID_FETCH_SESSION_EPOCH, (),
                                  session_id=INVALID_SESSION_ID)
+        if not results:  # nothing read (an idle long poll expiring): the empty response
+            return FetchResponse(_NO_ERROR, (), session_id=session.id)
         index = session.index
         kept = []
         for r in results:

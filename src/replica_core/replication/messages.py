@@ -54,10 +54,12 @@ class LeaderAndIsrPartitionState:
     is_new: bool = False
     leader_recovery_state: int = LEADER_RECOVERY_RECOVERED
     topic_id: str | None = None
+    tp: TopicPartition = field(init=False, repr=False, compare=False)
+    """``(topic, partition)``, built once with the state (every handler of the request asks
+    for it several times per partition); not a field of Kafka's message."""
 
-    @property
-    def tp(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tp", TopicPartition(self.topic, self.partition))
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,20 @@ class LogReadResult:
         self.last_stable_offset = last_stable_offset
         self.size: int = records.nbytes if isinstance(records, memoryview) else len(records)
 
+    at_log_end = False
+    """True only for a :class:`LogEndReadResult`."""
+
+
+class LogEndReadResult(LogReadResult):
+    """A follower's read that starts at the LEO on the fast path (fetch offset = LEO, last
+    fetched epoch unknown or the log's latest): nothing read, the LEO's position, no
+    divergence possible. While the log does not change it counts 0 bytes towards a parked
+    fetch and completes none (:class:`~replica_core.replication.delayed.DelayedSessionFetch`
+    skips its count at park)."""
+
+    __slots__ = ()
+    at_log_end = True
+
 
 class FetcherManagerLike(Protocol):
     """What the replica manager needs from its fetcher manager (AbstractFetcherManager)."""
@@ -190,7 +204,7 @@ class _PartitionHooks:
         self._rm._on_leader_hw_incremented(tp)
 
     def on_follower_hw_changed(self, tp: TopicPartition) -> None:
-        self._rm._try_complete_delayed_fetch(tp)
+        self._rm._try_complete_delayed_fetch_as_follower(tp)
 
     def submit(self, item: AlterPartitionItem, *, retry: bool = False) -> None:
         self._rm._submit_alter_partition(item, retry=retry)
@@ -646,6 +660,8 @@ class ReplicaManager:
         """A parked session fetch completing: the partitions with something to send now."""
         session.refresh_rows(self._row_and_slot, self._leadership_gen)
         m = self.table.kernels.session_pending(session.columns, len(session.index))
+        if not m:
+            return []
         parts = session.parts
         return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
 
@@ -671,6 +687,21 @@ class ReplicaManager:
             for op in list(parked.values()):
                 if tp in op.session.index:
                     op.try_complete_after(tp)
+
+    def _try_complete_delayed_fetch_as_follower(self, tp: TopicPartition) -> None:
+        """:meth:`_try_complete_delayed_fetch` after a change to ``tp`` as a follower here (an
+        append of fetched data, a new HW from the leader): only fetches watching ``tp`` itself
+        (a consumer's, KIP-392) can wait on it. A parked follower session fetch watches, as
+        Kafka's DelayedFetch does, the partitions its session held when it parked, all led here
+        then (one not led here is read, answering its error at once); losing leadership of any
+        of them completes it (LeaderAndIsr, StopReplica). So while ``tp`` is followed here no
+        parked session fetch watches it, and the scan over them is left out."""
+        if self._parked_sessions:
+            partition = self._partitions.get(tp)
+            if partition is None or partition.is_leader:  # not followed here: the full check
+                self._try_complete_delayed_fetch(tp)
+                return
+        self.fetch_purgatory.check_and_complete(tp)
 
     def fetch_params(self, request: FetchRequest) -> FetchParams:
         """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
@@ -749,8 +780,8 @@ class ReplicaManager:
                     hw = log.high_watermark
                     log_start = log.log_start_offset
                     if fetch_offset == leo:
-                        res = LogReadResult(tp, _NO_ERROR, b"", log.log_end_offset_metadata,
-                                            None, hw, log_start, leo, hw)
+                        res = LogEndReadResult(tp, _NO_ERROR, b"", log.log_end_offset_metadata,
+                                               None, hw, log_start, leo, hw)
                     else:
                         fetched = log.read(fetch_offset, min(info.partition_max_bytes, limit),
                                            isolation=ISOLATION_LOG_END,
@@ -814,7 +845,7 @@ class ReplicaManager:
     def complete_delayed_fetch_requests(self, tps: Iterable[TopicPartition]) -> None:
         """After a follower appended fetched data: wake fetches parked on those partitions."""
         for tp in tps:
-            self._try_complete_delayed_fetch(tp)
+            self._try_complete_delayed_fetch_as_follower(tp)
 
     # ---- epochs and offsets (§4.3) -----------------------------------------------------------
     def offsets_for_leader_epoch(self, request: OffsetsForLeaderEpochRequest

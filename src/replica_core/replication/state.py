@@ -198,23 +198,28 @@ class ReplicaStateTable:
         me = self.broker_id
         row = [me, *(b for b in replicas if b != me)]
         n = len(row)
-        in_isr = [b in isr_set for b in row]
-        eligible_set = set(row) if eligible is None else {int(b) for b in eligible}
+        eligible_set = None if eligible is None else {int(b) for b in eligible}
         self.leader_leo[p] = leader_leo
         self.hw[p] = hw
         self.min_isr[p] = min_isr
         self.active[p] = 1
         self._size += 1
         # the slots as _write_slots lays them out for new followers, then a NEW leader's epoch
-        # (start_leader_epoch): the followers' reset state is the cleared row's already
-        self.replica_id[p, :n] = row
-        self.in_isr[p, :n] = in_isr
-        self.in_max_isr[p, :n] = in_isr
-        self.eligible[p, 1:n] = [b in eligible_set for b in row[1:]]
+        # (start_leader_epoch): the followers' reset state is the cleared row's already. Slot by
+        # slot: a handful of scalar stores cost less than building an array for each column.
+        replica_id, in_isr_col, in_max_isr = self.replica_id, self.in_isr, self.in_max_isr
+        eligible_col, caught_up = self.eligible, self.last_caught_up_time_ms
+        for r, b in enumerate(row):
+            f = b in isr_set
+            replica_id[p, r] = b
+            in_isr_col[p, r] = f
+            in_max_isr[p, r] = f
+            if r:
+                eligible_col[p, r] = eligible_set is None or b in eligible_set
+                caught_up[p, r] = now_ms if f else 0
         self.n_replicas[p] = n
         self.leader_epoch[p] = leader_epoch
         self.epoch_start_offset[p] = leader_leo
-        self.last_caught_up_time_ms[p, 1:n] = [now_ms if f else 0 for f in in_isr[1:]]
         return p
 
     def remove_partition(self, p: int) -> None:

@@ -198,6 +198,11 @@ class ClientView:
         cause = self.cause
         count = self.count
         client = self.client_node
+        if not isinstance(pids, (list, range)):
+            pids = list(pids)
+        if 4 * len(pids) >= len(cause):
+            # many partitions: read each column once rather than an element per partition
+            leaders, isr_size, min_isr = leaders.tolist(), isr_size.tolist(), min_isr.tolist()
         for pid in pids:
             pid = int(pid)
             leader = int(leaders[pid])

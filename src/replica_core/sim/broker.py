@@ -711,16 +711,22 @@ class SimBroker:
             leos = {s.tp: int(lg.log_end_offset) for s in req.partition_states
                     if s.leader != self.broker_id
                     and (lg := lm.get_log(s.topic, s.partition)) is not None}
+        me = self.broker_id
+        log_dir = self.log_dir
         for s in req.partition_states:
-            if lm.get_log(s.topic, s.partition) is None and self.broker_id in s.replicas:
+            if me in s.replicas and lm.get_log(s.topic, s.partition) is None:
                 # naming the log dir skips LogManager's per-call count of logs per dir
-                lm.create_log(s.topic, s.partition, log_dir=self.log_dir)
+                lm.create_log(s.topic, s.partition, log_dir=log_dir)
         response = rm.become_leader_or_follower(req)
         self.fetcher_manager.shutdown_idle_fetcher_threads()
-        led = [s.tp for s in req.partition_states
-               if s.leader == self.broker_id
-               and response.partition_errors.get(s.tp, Errors.NONE) == Errors.NONE]
-        followed = [s.tp for s in req.partition_states if s.leader != self.broker_id]
+        errors = response.partition_errors
+        led: list[TopicPartition] = []  # led without error, in request order
+        followed: list[TopicPartition] = []
+        for s in req.partition_states:
+            if s.leader != me:
+                followed.append(s.tp)
+            elif errors.get(s.tp, Errors.NONE) == Errors.NONE:
+                led.append(s.tp)
         self.cluster.trace("leader_and_isr", self.broker_id, len(req.partition_states), len(led))
         self.cluster.checker.became_leader(self, led)
         self.cluster.checker.became_follower(self, followed, leos)

@@ -329,9 +329,11 @@ class _Tracker:
         self.offline += n
 
     def _flags(self, pid: int) -> tuple[int, int, int]:
-        online = self.leader[pid] >= 0
-        return (int(not online), int(online and self.isr_size[pid] < self.min_isr[pid]),
-                int(online and self.isr_size[pid] < self.rf[pid]))
+        """(offline, under min ISR, under-replicated) of ``pid``, each 0 or 1."""
+        if self.leader[pid] < 0:
+            return 1, 0, 0
+        isr_size = self.isr_size[pid]
+        return 0, int(isr_size < self.min_isr[pid]), int(isr_size < self.rf[pid])
 
     def set(self, now: int, pid: int, leader: int, isr_size: int) -> None:
         self._advance(now)
@@ -464,10 +466,12 @@ class ControllerNode:
         tp_ids = cluster.tp_ids
         elected = unclean = offline = 0
         changed = []
+        # read once: the loop sets each partition's entries after reading them, once each
+        leaders, isr_sizes = tracker.leader.tolist(), tracker.isr_size.tolist()
         for tp, reg in ctrl.partitions.items():
             pid = tp_ids[tp]
-            old_leader = int(tracker.leader[pid])
-            if old_leader != reg.leader or tracker.isr_size[pid] != len(reg.isr):
+            old_leader = leaders[pid]
+            if old_leader != reg.leader or isr_sizes[pid] != len(reg.isr):
                 if (reg.leader >= 0 and reg.leader != old_leader
                         and reg.leader_recovery_state == LEADER_RECOVERY_RECOVERING):
                     cluster.unclean_elections.setdefault(pid, []).append(now)

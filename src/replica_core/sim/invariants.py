@@ -112,7 +112,8 @@ def scan_log(log: Any) -> LogScan:
     starts: list[int] = []
     if not log.segments_made:
         return _NO_ROWS, files, starts
-    parts = []
+    found = _NO_ROWS
+    parts: list[np.ndarray] | None = None  # two or more segments hold batches
     n = 0
     for seg in log.segments:
         size = seg.size
@@ -124,14 +125,18 @@ def scan_log(log: Any) -> LogScan:
             headers = _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
         finally:
             view.release()
-        if len(headers):
-            parts.append(headers)
+        k = len(headers)
+        if k:
+            if n:
+                if parts is None:
+                    parts = [found]
+                parts.append(headers)
+            else:
+                found = headers
             files.append(f)
             starts.append(n)
-            n += len(headers)
-    if not parts:
-        return _NO_ROWS, files, starts
-    return (parts[0] if len(parts) == 1 else np.concatenate(parts)), files, starts
+            n += k
+    return (found if parts is None else np.concatenate(parts)), files, starts
 
 
 def log_batches(log: Any) -> tuple[np.ndarray, list[Any]]:
@@ -169,8 +174,8 @@ def _common_start(a: np.ndarray, b: np.ndarray) -> int:
     the lowest int64 when either is empty: nothing is left out)."""
     if not len(a) or not len(b):
         return _INT64_MIN
-    x, y = a[0, _COL_BASE], b[0, _COL_BASE]
-    return int(x if x >= y else y)
+    x, y = int(a[0, _COL_BASE]), int(b[0, _COL_BASE])  # (ints compare faster)
+    return x if x >= y else y
 
 
 def _batches_below(headers: np.ndarray, limit: int) -> list[tuple[int, int, int]]:
@@ -283,6 +288,9 @@ class InvariantChecker:
         self._leader_hw: dict[int, dict[TopicPartition, tuple[int, int]]] = {}
         self._suspects: dict[TopicPartition, int] = {}
         self._suspect_order: list[TopicPartition] | None = []  # sorted(_suspects); None: stale
+        # at most the earliest expiry in _suspects (a lower bound: re-suspecting only delays
+        # one): while it is in the future no suspect expires, without looking at them all
+        self._suspects_until_floor = 2**63 - 1
         self._checked: dict[TopicPartition, tuple[int, int, int]] = {}
         self._suspect_rotor = 0
         self.suspect_budget = suspect_budget
@@ -540,7 +548,9 @@ class InvariantChecker:
         suspects = self._suspects
         if tp not in suspects:
             self._suspect_order = None
-        suspects[tp] = self.cluster.loop.now + self.suspect_ms
+        until = suspects[tp] = self.cluster.loop.now + self.suspect_ms
+        if until < self._suspects_until_floor:
+            self._suspects_until_floor = until
 
     # ---- durability --------------------------------------------------------------------------
     def check_durability(self, tp: TopicPartition, log: Any, broker_id: int) -> int:
@@ -554,7 +564,8 @@ class InvariantChecker:
             return 0
         self.checks["durability"] += 1
         headers, files, starts = self._batches(broker_id, tp, log)
-        where = {b: k for k, b in enumerate(headers[:, _COL_BASE].tolist())}
+        rows = headers.tolist()
+        where = {r[_COL_BASE]: k for k, r in enumerate(rows)}
         leo = log.log_end_offset
         log_start = log.log_start_offset
         newly = 0
@@ -567,7 +578,7 @@ class InvariantChecker:
             k = where.get(base)
             ok = False
             if k is not None and base + count <= leo:
-                row = headers[k].tolist()
+                row = rows[k]
                 if _int64(row[_COL_BASE] + row[_COL_DELTA]) == base + count - 1:
                     f = files[bisect_right(starts, k) - 1]
                     view = f.view(row[_COL_POS], row[_COL_SIZE])
@@ -732,7 +743,9 @@ class InvariantChecker:
             return True
         self.checks["isr_agreement"] += 1
         lrows = self._batches(leader_id, tp, p.log)[0]
-        self._check_rows(tp, leader_id, lrows, hw)
+        check_rows = _kernels.check_rows  # (clean rows: _check_rows has nothing to say)
+        if check_rows(lrows, hw) != _NONE:
+            self._check_rows(tp, leader_id, lrows, hw)
         ok = True
         cluster = self.cluster
         brokers = cluster.brokers
@@ -745,9 +758,11 @@ class InvariantChecker:
             lg = follower.rm.local_log(tp)
             if lg is None:
                 continue
-            limit = min(hw, lg.log_end_offset)
+            leo = lg.log_end_offset
+            limit = hw if hw <= leo else leo  # min(hw, leo)
             frows = self._batches(b, tp, lg)[0]
-            self._check_rows(tp, b, frows, limit)
+            if check_rows(frows, limit) != _NONE:
+                self._check_rows(tp, b, frows, limit)
             if not _kernels.agree_below(lrows, frows, limit, _common_start(lrows, frows)):
                 ok = False
                 why = self._divergence_explained(tp, leader_id, b)
@@ -823,11 +838,13 @@ class InvariantChecker:
                     checked[tp] = key
                     self.check_isr_agreement(tp)
                     budget -= 1
-            if min(suspects.values()) <= now:  # expired suspects leave (after their check)
-                for tp in [tp for tp, until in suspects.items() if until <= now]:
-                    del suspects[tp]
-                    checked.pop(tp, None)
-                self._suspect_order = [tp for tp in order if tp in suspects]
+            if self._suspects_until_floor <= now:
+                earliest = self._suspects_until_floor = min(suspects.values())
+                if earliest <= now:  # expired suspects leave (after their check)
+                    for tp in [tp for tp, until in suspects.items() if until <= now]:
+                        del suspects[tp]
+                        checked.pop(tp, None)
+                    self._suspect_order = [tp for tp in order if tp in suspects]
             self._suspect_rotor = start + (self.suspect_budget - budget)
         tps = self.cluster.tps
         if tps and self.sample_per_check > 0:
@@ -858,6 +875,9 @@ class InvariantChecker:
             self._scans = None
 
     def _full_check(self, cluster: Cluster) -> None:
+        scans = self._scans
+        assert scans is not None
+        check_rows = _kernels.check_rows
         for b in sorted(cluster.brokers):
             broker = cluster.brokers[b]
             if not broker.alive or broker.rm is None:
@@ -869,7 +889,11 @@ class InvariantChecker:
                 hw = p.high_watermark
                 if hw > lg.log_end_offset:
                     self.fail("hw_le_leo", f"broker {b} {tp}: HW {hw} > LEO {lg.log_end_offset}")
-                self._check_rows(tp, b, self._batches(b, tp, lg)[0], -1)
+                # each (broker, partition) once: scanned here, read from the cache after
+                scan = scans[(b, tp)] = scan_log(lg)
+                headers = scan[0]
+                if len(headers) and check_rows(headers, -1) != _NONE:
+                    self._check_rows(tp, b, headers, -1)  # (no rows: nothing to find)
         for tp in cluster.tps:
             leading = self._leading(tp)
             if leading is not None:
