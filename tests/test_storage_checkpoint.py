@@ -15,6 +15,7 @@ from replica_core.errors import (
     KafkaStorageError,
 )
 from replica_core.storage.checkpoint import (
+    CheckpointFile,
     CleanShutdownFile,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -351,3 +352,47 @@ def test_offset_checkpoint_content_reencodes_changed_lines_to_the_same_bytes():
         content.update([("bad topic", 0)], [1])
     with pytest.raises(ValueError):
         OffsetCheckpointContent([("", 0)], [1])
+
+
+_EPOCH_FILES = [
+    b"0\n0\n",
+    b"0\n1\n0 0\n",
+    b"0\n3\n0 0\n4 1200\n17 999999999999999999\n",
+    b"0\n2\n007 0012\n8 9\n",  # leading zeros: Integer.parseInt reads them
+    b"0\n2\n2147483647 9223372036854775807\n2147483648 1\n",  # epoch past int32: corrupt
+    b"0\n2\n0 0\n",  # fewer lines than the count: corrupt
+    b"0\n1\n0 0\n1 5\n",  # more lines than the count: corrupt
+    b"0\n1\n0  5\n",  # two spaces: Java's split on \s+ reads it
+    b"0\n1\n-1 5\n",
+    b"0\n1\n+1 5\n",
+    b"0\r\n1\r\n3 5\r\n",
+    b"0\n1\n3 5",  # no final line break
+    b"1\n1\n3 5\n",  # another version
+    b"0\n",
+    b"",
+    b"0\n1\n3 5 6\n",
+    b"0\n1\n\xff 5\n",
+]
+
+
+@pytest.mark.parametrize("raw", _EPOCH_FILES)
+def test_leader_epoch_decode_matches_the_general_rules(raw: bytes) -> None:
+    """The one-match read of a checkpoint as written answers exactly what the line-by-line
+    rules answer, entries or error, for files as written and files that are not."""
+    cp = LeaderEpochCheckpointFile(MemoryMedium(), "/leader-epoch-checkpoint")
+
+    def outcome(decode: object) -> object:
+        try:
+            return decode(raw)  # type: ignore[operator]
+        except CorruptCheckpointError as e:
+            return ("corrupt", str(e))
+
+    general = outcome(lambda data: CheckpointFile.decode(cp, data))
+    assert outcome(cp.decode) == general
+
+
+def test_leader_epoch_decode_reads_a_written_file() -> None:
+    cp = LeaderEpochCheckpointFile(MemoryMedium(), "/leader-epoch-checkpoint")
+    assert cp.decode(b"0\n3\n0 0\n4 1200\n17 999999999999999999\n") == [
+        (0, 0), (4, 1200), (17, 999999999999999999)]
+    assert cp.decode(b"0\n2\n007 0012\n8 9\n") == [(7, 12), (8, 9)]

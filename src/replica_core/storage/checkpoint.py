@@ -58,6 +58,8 @@ _JAVA_WS = re.compile(r"[ \t\n\x0b\f\r]+")  # Java regex \s
 _JAVA_INT = re.compile(r"[+-]?[0-9]+\Z")
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _INT64 = (-(1 << 63), (1 << 63) - 1)
+# a leader-epoch checkpoint as written: every epoch below 2**31, every offset below 2**63
+_CANONICAL_EPOCHS = re.compile(rb"0\n([0-9]{1,9})\n((?:[0-9]{1,9} [0-9]{1,18}\n)*)")
 
 
 class _Malformed(Exception):
@@ -304,6 +306,19 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
         """As :meth:`CheckpointFile.encode`, in one format call per entry."""
         body = [f"{int(epoch)} {int(start)}\n" for epoch, start in entries]
         return f"{self.version}\n{len(body)}\n{''.join(body)}".encode()
+
+    def decode(self, raw: bytes) -> list[tuple[int, int]]:
+        """As :meth:`CheckpointFile.decode`; a file exactly as :meth:`encode` writes it (version
+        0, the count, then that many ``epoch start`` lines of plain digits short enough to be
+        in range) is read in one match, anything else by the general rules."""
+        if type(raw) is bytes and self.version == 0:
+            m = _CANONICAL_EPOCHS.fullmatch(raw)
+            if m is not None:
+                fields = m.group(2).split()
+                if len(fields) == 2 * int(m.group(1)):
+                    return [(int(epoch), int(start))
+                            for epoch, start in zip(fields[::2], fields[1::2], strict=True)]
+        return super().decode(raw)
 
     def read(self) -> list[tuple[int, int]]:
         """``[(epoch, start_offset), ...]`` in file order."""

@@ -167,7 +167,7 @@ def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
     from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
     from replica_core.storage.leader_epoch import LeaderEpochCache
 
-    path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT_FILE)
+    path = _join(dir, LEADER_EPOCH_CHECKPOINT_FILE)
     checkpoint = LeaderEpochCheckpointFile(medium, path)
     try:
         return LeaderEpochCache(checkpoint), None

@@ -72,6 +72,7 @@ from replica_core.storage.producer_state_snapshot import (
     flush_snapshot_file,
     list_snapshot_files,
     read_snapshot_file,
+    snapshot_files_among,
     snapshot_path,
     write_snapshot_file,
 )
@@ -792,8 +793,15 @@ class ProducerStateManager:
         ``*.snapshot.tmp`` left by a crash during :meth:`take_snapshot` (no Kafka counterpart:
         Kafka writes no temporary file)."""
         bases = set(segment_base_offsets)
-        self._delete_leftover_tmp_files()
-        snapshots = list_snapshot_files(self.medium, self.log_dir)
+        medium, log_dir = self.medium, self.log_dir
+        if medium.exists(log_dir):
+            # one listing serves both steps: removing ``*.snapshot.tmp`` files changes no
+            # ``*.snapshot`` name, and a directory that lists is a directory
+            names = medium.listdir(log_dir)
+            self._delete_leftover_tmp_files(names)
+            snapshots = snapshot_files_among(medium, log_dir, names)
+        else:
+            snapshots = {}
         self._snapshots = snapshots
         latest_stray: int | None = None
         for off in sorted(snapshots):
@@ -805,10 +813,9 @@ class ProducerStateManager:
         if latest_stray is not None and bases and latest_stray < max(bases):
             self._remove_and_delete_snapshot(latest_stray)
 
-    def _delete_leftover_tmp_files(self) -> None:
-        if not self.medium.exists(self.log_dir):
-            return
-        for name in self.medium.listdir(self.log_dir):
+    def _delete_leftover_tmp_files(self, names: list[str]) -> None:
+        """Remove the ``*.snapshot.tmp`` files among ``names`` (the directory's listing)."""
+        for name in names:
             if name.endswith(".snapshot.tmp"):
                 self.medium.remove(os.path.join(self.log_dir, name))
 

@@ -54,6 +54,7 @@ __all__ = [
     "snapshot_offset_from_name",
     "is_snapshot_file_name",
     "list_snapshot_files",
+    "snapshot_files_among",
     "read_snapshot_file",
     "write_snapshot_file",
     "flush_snapshot_file",
@@ -170,11 +171,17 @@ def list_snapshot_files(medium: Medium, dir: str) -> dict[int, str]:
     (``ProducerStateManager.listSnapshotFiles``; a missing directory lists nothing)."""
     if not medium.exists(dir) or not medium.is_dir(dir):
         return {}
-    found: dict[int, str] = {}
     try:
         names = medium.listdir(dir)
     except OSError as e:
         raise KafkaStorageError(f"error listing producer snapshots in {dir}: {e}") from e
+    return snapshot_files_among(medium, dir, names)
+
+
+def snapshot_files_among(medium: Medium, dir: str, names: list[str]) -> dict[int, str]:
+    """:func:`list_snapshot_files` given the names ``medium.listdir(dir)`` has just returned
+    (a caller that lists ``dir`` anyway need not list it twice)."""
+    found: dict[int, str] = {}
     for name in names:
         if not is_snapshot_file_name(name):
             continue

@@ -60,28 +60,40 @@ def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
 
 
-def log_file_path(dir: str, base_offset: int, suffix: str = "") -> str:
-    name = f"{base_offset:020d}{LOG_FILE_SUFFIX}{suffix}"
+def _in_dir(dir: str, name: str) -> str:
+    """``os.path.join(dir, name)``: for a plain ``str`` directory not ending in ``/``, the string
+    join it gives there, without its generality (segment paths are made on every roll and load)."""
     if type(dir) is str and dir and dir[-1] != "/":
-        return f"{dir}/{name}"  # what os.path.join gives here, without its generality
+        return f"{dir}/{name}"
     return os.path.join(dir, name)
 
 
+def log_file_path(dir: str, base_offset: int, suffix: str = "") -> str:
+    return _in_dir(dir, f"{base_offset:020d}{LOG_FILE_SUFFIX}{suffix}")
+
+
 def offset_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
-    return os.path.join(dir, filename_prefix(base_offset) + INDEX_FILE_SUFFIX + suffix)
+    return _in_dir(dir, f"{base_offset:020d}{INDEX_FILE_SUFFIX}{suffix}")
 
 
 def time_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
-    return os.path.join(dir, filename_prefix(base_offset) + TIME_INDEX_FILE_SUFFIX + suffix)
+    return _in_dir(dir, f"{base_offset:020d}{TIME_INDEX_FILE_SUFFIX}{suffix}")
 
 
 def txn_index_path(dir: str, base_offset: int, suffix: str = "") -> str:
-    return os.path.join(dir, filename_prefix(base_offset) + TXN_INDEX_FILE_SUFFIX + suffix)
+    return _in_dir(dir, f"{base_offset:020d}{TXN_INDEX_FILE_SUFFIX}{suffix}")
+
+
+def _name_prefix(name: str) -> str:
+    """A file name's part before its first ``.``, its directory left out (``os.path.basename``
+    in line for a ``str``)."""
+    base = name[name.rfind("/") + 1:] if type(name) is str else os.path.basename(name)
+    return base.split(".", 1)[0]
 
 
 def offset_from_file_name(name: str) -> int:
     """``Long.parseLong(name[0 : first '.'])``; raises ``ValueError`` for other names."""
-    prefix = os.path.basename(name).split(".", 1)[0]
+    prefix = _name_prefix(name)
     if not prefix.isdigit():
         raise ValueError(f"not a segment file name: {name!r}")
     return int(prefix)
@@ -90,7 +102,7 @@ def offset_from_file_name(name: str) -> int:
 def is_canonical_file_name(name: str) -> bool:
     """Is ``name`` spelled with the 20-digit base offset Kafka writes (``5.log`` parses to the
     same offset as ``00000000000000000005.log`` but is not that file)?"""
-    prefix = os.path.basename(name).split(".", 1)[0]
+    prefix = _name_prefix(name)
     return len(prefix) == 20 and prefix.isdigit() and int(prefix) < 2**63
 
 
