@@ -152,6 +152,22 @@ def restamp(buf: bytearray, pos: int = 0) -> None:
         struct.pack_into(">I", buf, pos + 17, crc32c_pypi.crc32c(bytes(buf[pos + 21:end])))
 
 
+
+_V2_FIELDS = {"base_offset": (0, ">q"), "partition_leader_epoch": (12, ">i"),
+              "last_offset_delta": (23, ">i"), "producer_id": (43, ">q"),
+              "producer_epoch": (51, ">h"), "base_sequence": (53, ">i"), "count": (57, ">i")}
+"""Where a v2 batch header keeps the fields :func:`with_fields` replaces (offset, format)."""
+
+
+def with_fields(batch: bytes, **fields: int) -> bytes:
+    """``batch`` (v2) with header fields replaced, CRC-valid again."""
+    out = bytearray(batch)
+    for name, value in fields.items():
+        offset, fmt = _V2_FIELDS[name]
+        struct.pack_into(fmt, out, offset, value)
+    restamp(out)
+    return bytes(out)
+
 def mutate(rng: random.Random, seed: bytes) -> bytes:
     """One to three mutations of ``seed``; usually CRC-valid afterwards."""
     fixtures, clients = fixture_batches(), client_batches()

@@ -12,7 +12,7 @@ import struct
 import crc32c as crc32c_pypi
 import pytest
 from conftest import FIXTURE_LOGS
-from fuzz_harness import batch_kernel_build, restamp
+from fuzz_harness import batch_kernel_build, restamp, with_fields
 
 from replica_core.errors import (
     CorruptRecordError,
@@ -40,17 +40,6 @@ def real_batches() -> list[bytes]:
     s = scan(data)
     assert len(s) > 10 and (s.crc_ok == 1).all()
     return [data[p:p + n] for p, n in zip(s.positions.tolist(), s.sizes.tolist(), strict=True)]
-
-
-def with_fields(batch: bytes, **fields: int) -> bytes:
-    """``batch`` with header fields replaced, CRC-valid again."""
-    layout = {"base_offset": (0, ">q"), "last_offset_delta": (23, ">i"), "count": (57, ">i")}
-    out = bytearray(batch)
-    for name, value in fields.items():
-        offset, fmt = layout[name]
-        struct.pack_into(fmt, out, offset, value)
-    restamp(out)
-    return bytes(out)
 
 
 def snapshot(log: Log) -> tuple[int, dict[str, bytes]]:

@@ -12,7 +12,7 @@ import struct
 
 import pytest
 from conftest import require_nonempty
-from fuzz_harness import batch_kernel_build, client_batches, fixture_batches, restamp
+from fuzz_harness import batch_kernel_build, client_batches, fixture_batches, with_fields
 
 from replica_core.clock import ManualClock
 from replica_core.errors import KafkaError
@@ -33,19 +33,6 @@ def build(request):
 def v2_batches() -> list[bytes]:
     return require_nonempty([b for b in fixture_batches() + client_batches() if b[16] == 2],
                             "v2 fixture batches")
-
-
-def with_fields(batch: bytes, **fields: int) -> bytes:
-    """``batch`` with v2 header fields replaced, CRC-valid again."""
-    layout = {"base_offset": (0, ">q"), "partition_leader_epoch": (12, ">i"),
-              "last_offset_delta": (23, ">i"), "producer_id": (43, ">q"),
-              "producer_epoch": (51, ">h"), "base_sequence": (53, ">i")}
-    out = bytearray(batch)
-    for name, value in fields.items():
-        offset, fmt = layout[name]
-        struct.pack_into(fmt, out, offset, value)
-    restamp(out)
-    return bytes(out)
 
 
 def general(buf: bytes):

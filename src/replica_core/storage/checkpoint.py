@@ -133,8 +133,12 @@ class CheckpointFile(Generic[T]):
 
     def write_entries(self, entries: Iterable[T]) -> None:
         """Replace the file atomically (tmp + fsync + rename + directory fsync)."""
+        self._write(self.encode(entries))
+
+    def _write(self, data: bytes) -> None:
+        """Replace the file with ``data`` atomically; an I/O error is ``KafkaStorageError``."""
         try:
-            self.medium.write_atomic(self.path, self.encode(entries))
+            self.medium.write_atomic(self.path, data)
         except OSError as e:
             raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
 
@@ -211,16 +215,15 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
     def encode(self, entries: Iterable[tuple[tuple[str, int], int]]) -> bytes:
         """As :meth:`CheckpointFile.encode`; each distinct topic name is checked once (a log
         dir's checkpoint lists thousands of partitions of a few topics)."""
-        checked: set[str] = set()
-        body: list[str] = []
-        line = body.append
-        for (topic, partition), offset in entries:
-            if topic not in checked:
-                if not topic or _JAVA_WS.search(topic):
-                    raise ValueError(f"topic {topic!r} cannot be written to a checkpoint")
-                checked.add(topic)
-            line(f"{topic} {int(partition)} {int(offset)}\n")
-        return (f"{self.version}\n{len(body)}\n" + "".join(body)).encode()
+        keys: list[tuple[str, int]] = []
+        offsets: list[int] = []
+        for key, offset in entries:
+            keys.append(key)
+            offsets.append(offset)
+        return self._content_bytes(OffsetCheckpointContent(keys, offsets))
+
+    def _content_bytes(self, content: OffsetCheckpointContent) -> bytes:
+        return f"{self.version}\n{len(content.lines)}\n{''.join(content.lines)}".encode()
 
     def read(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): offset}`` (later duplicates win, like Kafka's HashMap)."""
@@ -233,11 +236,7 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
     def write_content(self, content: OffsetCheckpointContent) -> None:
         """Replace the checkpoint with ``content`` (atomic): the bytes :meth:`encode` gives for
         its entries, from its lines."""
-        data = f"{self.version}\n{len(content.lines)}\n{''.join(content.lines)}".encode()
-        try:
-            self.medium.write_atomic(self.path, data)
-        except OSError as e:
-            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
+        self._write(self._content_bytes(content))
 
 
 class OffsetCheckpointContent:
@@ -325,13 +324,9 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
         return self.read_entries()
 
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
-        """Replace the checkpoint (atomic; synchronous): :meth:`write_entries`, in one call
-        (Kafka writes it on every change of the cache)."""
-        data = self.encode(entries)
-        try:
-            self.medium.write_atomic(self.path, data)
-        except OSError as e:
-            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
+        """Replace the checkpoint (atomic; synchronous; Kafka writes it on every change of the
+        cache)."""
+        self.write_entries(entries)
 
     def write_if_dir_exists(self, entries: Iterable[tuple[int, int]]) -> bool:
         """Write unless the partition directory is gone (being deleted); False then."""
