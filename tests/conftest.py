@@ -19,6 +19,22 @@ def require_nonempty(items, what: str) -> list:
     return items
 
 
+def patch_method(monkeypatch, obj, name: str, replacement) -> None:
+    """Replace method ``name`` of ``obj`` alone with ``replacement`` (called with the method's
+    arguments, without ``self``) for the test. The product's hot classes have ``__slots__``,
+    so the patch goes on the class and answers for ``obj`` only; every other instance keeps
+    the real method."""
+    cls = type(obj)
+    real = getattr(cls, name)
+
+    def dispatch(self, *args, **kwargs):
+        if self is obj:
+            return replacement(*args, **kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cls, name, dispatch)
+
+
 def load_kernel(native: str, twin: str, impl: str):
     """The native (``impl == 'native'``) or twin module; a missing native build fails loudly."""
     name = native if impl == "native" else twin

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import patch_method
 
 import replica_core
 from replica_core.clock import ManualClock
@@ -268,7 +269,7 @@ def test_truncation_checkpoints_dirs_in_a_fixed_order(monkeypatch):
     order = [5, 2, 7, 0, 3, 6, 1, 4]  # the dirs' order in the request, not their names'
     request = {("t", 2 * i + k): 1 for i in order for k in (0, 1)}
     written: list[str] = []
-    monkeypatch.setattr(lm, "_checkpoint_dir", lambda d, *a, **kw: written.append(d))
+    patch_method(monkeypatch, lm, "_checkpoint_dir", lambda d, *a, **kw: written.append(d))
     lm.truncate_to(request)
     assert written == [dirs[i] for i in order]
     assert all(lm.get_log("t", p).log_end_offset == 1 for p in range(16))

@@ -105,7 +105,17 @@ def scan(buf, *args):
     assert kind == "ok", f"scan_batches raised {value}"
     _, _, shape, rows = value[0]
     assert shape == (len(rows), native.NCOLS)
+    if args[:3] in ((), (0,), (0, -1), (0, -1, True)):  # the whole buffer, CRCs checked
+        check_one_v2_batch(buf, rows, value[2], *args[3:])
     return np.array(rows, dtype=np.int64).reshape(shape), value[1], value[2]
+
+
+def check_one_v2_batch(buf, rows, stop, *max_size):
+    """``scan_one_v2_batch`` (native and twin) gives the whole-buffer scan's one row exactly
+    when that scan frames one v2 batch and stops at the end, else None."""
+    one_v2 = len(rows) == 1 and stop == native.STOP_END and rows[0][native.COL_MAGIC] == 2
+    kind, value = both("scan_one_v2_batch", buf, *max_size)
+    assert (kind, value) == ("ok", rows[0] if one_v2 else None)
 
 
 # --- encoding records field by field ------------------------------------------------------------
@@ -226,7 +236,8 @@ def record_area(buf, row):
 def test_twin_present():
     if twin is None:
         pytest.skip("replica_core._fast.batch_py not written yet: parity checks ran native only")
-    for name in ("scan_batches", "decode_records", "check_records", "stamp_batch"):
+    for name in ("scan_batches", "scan_one_v2_batch", "decode_records", "check_records",
+                 "stamp_batch"):
         assert callable(getattr(twin, name))
 
 

@@ -313,3 +313,39 @@ def test_matches_a_brute_force_statement_of_kafkas_rules():
                                                 if e[slot])]
             assert cache.evictable_by(privileged) == expected
     assert cache.evictions > 50
+
+
+def test_least_recently_used_ties_go_to_the_lowest_id():
+    """LastUsedKey order: sessions last used at the same time are evicted lowest id first,
+    whatever order they were touched in."""
+    cache = FetchSessionCache(3, 100, rng=ScriptedRng(7, 3, 5, 11, 12, 13))
+    for _ in range(3):
+        cache.maybe_create_session(0, False, 2, dummy_create(2))
+    for sid in (5, 7, 3):  # touched at one time, in no id order
+        cache.touch(cache.get(sid), 40)
+    evicted = []
+    for new_id in (11, 12, 13):
+        before = {sid for sid in (3, 5, 7, 11, 12) if cache.get(sid) is not None}
+        assert cache.maybe_create_session(500, False, 2, dummy_create(2)) == new_id
+        evicted += sorted(before - {sid for sid in before if cache.get(sid) is not None})
+    assert evicted == [3, 5, 7]
+    assert cache.evictions == 3
+
+
+def test_a_touch_back_in_time_still_evicts_the_least_recently_used():
+    """A session touched at an earlier time than another was (a clock that went back) is the
+    older one: the stale session evicted first is the one with the smallest last-used time."""
+    cache = FetchSessionCache(3, 100, rng=ScriptedRng(7, 3, 5, 11, 12, 13))
+    for _ in range(3):
+        cache.maybe_create_session(0, False, 2, dummy_create(2))
+    cache.touch(cache.get(3), 50)
+    cache.touch(cache.get(7), 60)
+    cache.touch(cache.get(5), 10)  # earlier than the touches before it
+    order = []
+    for new_id in (11, 12, 13):
+        live = [sid for sid in (3, 5, 7) if cache.get(sid) is not None]
+        assert cache.maybe_create_session(500, False, 2, dummy_create(2)) == new_id
+        order += [sid for sid in live if cache.get(sid) is None]
+    assert order == [5, 3, 7]
+    # none stale and none old enough for evictableByAll: a new unprivileged session gets none
+    assert cache.maybe_create_session(520, False, 2, dummy_create(2)) == INVALID_SESSION_ID

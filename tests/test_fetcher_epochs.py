@@ -6,6 +6,7 @@ rule applies, with OffsetsForLeaderEpoch rounds (``truncate_on_fetch=False``, IB
 from __future__ import annotations
 
 import pytest
+from conftest import patch_method
 from fetcher_cluster import TP, FetcherCluster
 
 from replica_core.errors import Errors
@@ -282,8 +283,8 @@ def test_diverging_answer_ignores_records_and_high_watermark(monkeypatch):
     calls: list[str] = []
     for name in ("append_records_to_follower", "update_follower_high_watermark"):
         real = getattr(follower, name)
-        monkeypatch.setattr(follower, name,
-                            lambda *a, _n=name, _r=real: (calls.append(_n), _r(*a))[1])
+        patch_method(monkeypatch, follower, name,
+                     lambda *a, _n=name, _r=real: (calls.append(_n), _r(*a))[1])
     req, _ = f.build_fetch()
     resp = f.leader.fetch(req)
     pr = resp.partitions[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import patch_method
 from fetcher_cluster import TP, BrokerDown, FetcherCluster
 
 from replica_core.errors import (
@@ -259,7 +260,7 @@ def test_storage_error_while_appending_fails_the_partition(monkeypatch):
     def offline(records):
         raise KafkaStorageError("disk gone")
 
-    monkeypatch.setattr(partition, "append_records_to_follower", offline)
+    patch_method(monkeypatch, partition, "append_records_to_follower", offline)
     f = c.fetcher(1)
     c.step([1])
     assert f.fetch_state(TP) is None and TP in c.fm(1).failed_partitions

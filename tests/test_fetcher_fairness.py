@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import patch_method
 from fetcher_cluster import FetcherCluster
 
 from replica_core.errors import KafkaStorageError
@@ -153,7 +154,7 @@ def test_partitions_whose_local_log_fails_are_collected_and_delayed(monkeypatch)
             raise KafkaStorageError("log dir offline")
         return real(tp)
 
-    monkeypatch.setattr(rm, "local_log", offline)
+    patch_method(monkeypatch, rm, "local_log", offline)
     f = c.fetcher(1, P[0])
     req, errors = f.build_fetch()
     assert errors == [P[1]]

@@ -14,7 +14,7 @@ import pytest
 from fetcher_cluster import FetcherCluster
 
 from replica_core.errors import Errors
-from replica_core.fetcher.fetch_session_handler import FetchSessionHandler
+from replica_core.fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
 from replica_core.fetcher.fetcher import ReplicaFetcher
 from replica_core.replication.fetch_metadata import FetchMetadata
 from replica_core.replication.messages import FetchPartition, TopicPartition
@@ -91,11 +91,13 @@ _checked: list[int] = []
 def _checking_build_changes(self, changed, due, now):
     """ReplicaFetcher._build_changes, checked against the one-pass build on a twin session."""
     twin = _clone(self.session_handler)
-    data, errors = _ORIGINAL(self, changed, due, now)
+    to_send, to_forget, errors = _ORIGINAL(self, changed, due, now)
     expected = _reference(twin, self.wanted)
-    _same(data, expected)
-    _checked.append(len(data.to_send) + len(data.to_forget))
-    return data, errors
+    handler = self.session_handler
+    _same(FetchRequestData(to_send, to_forget, handler.session_partitions,
+                           handler.next_metadata), expected)
+    _checked.append(len(to_send) + len(to_forget))
+    return to_send, to_forget, errors
 
 
 _ORIGINAL = ReplicaFetcher._build_changes

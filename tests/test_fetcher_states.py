@@ -265,3 +265,48 @@ def test_has_truncating_follows_the_truncating_partitions_delayed_or_not():
         states.update(b, state(state=TRUNCATING))
         states.clear()
         assert not states.has_truncating()
+
+
+def test_a_fetched_update_moves_to_the_end_and_is_journaled():
+    """``update_fetched`` (a Fetching partition that appended data): the new state is set, goes
+    last and is journaled (its request entry changed), on both maps — as
+    ``update_and_move_to_end`` would do with the same state."""
+    from replica_core.fetcher.columnar import ColumnarPartitionStates
+
+    a, b = TopicPartition("t", 0), TopicPartition("t", 1)
+    for states in (PartitionStates(), ColumnarPartitionStates()):
+        states.update_and_move_to_end(a, state())
+        states.update_and_move_to_end(b, state(fetch_offset=20))
+        assert states.take_changes() == [a, b]
+        states.update_fetched(a, state(fetch_offset=11, lag=0, last_fetched_epoch=3))
+        assert list(states) == [b, a] and states.state_value(a).fetch_offset == 11
+        assert states.take_changes() == [a]
+        assert [tp for tp, _ in states.ready_items(T0)] == [b, a]
+        assert states.pop_due(T0 + 10**9) == [] and not states.has_truncating()
+
+
+def test_partitions_delayed_until_one_time_come_due_together():
+    """A failed request delays every partition of a fetcher until the same time: ``pop_due``
+    gives each partition still delayed until then once, in due-time order, leaving out those
+    delayed again (later) or removed since; ``next_due`` skips such stale times."""
+    tps = [TopicPartition("t", i) for i in range(6)]
+    states = PartitionStates()
+    for tp in tps:
+        states.update_and_move_to_end(tp, state(delay_until_ms=T0 + 100))
+    states.update_and_move_to_end(tps[0], state(delay_until_ms=T0 + 100))  # same time again
+    states.update_and_move_to_end(tps[1], state(delay_until_ms=T0 + 300))  # delayed again
+    states.update_and_move_to_end(tps[2], state(delay_until_ms=T0 + 50))   # an earlier time
+    states.remove(tps[3])
+    assert states.next_due(T0) == T0 + 50
+    assert states.pop_due(T0 + 49) == []
+    due = states.pop_due(T0 + 100)  # by due time; among one time's partitions, any order
+    assert due[0] == tps[2] and sorted(due[1:]) == [tps[0], tps[4], tps[5]]
+    assert states.pop_due(T0 + 100) == []
+    assert states.next_due(T0 + 100) == T0 + 300
+    states.remove(tps[1])
+    assert states.next_due(T0 + 100) is None and states.pop_due(T0 + 10**6) == []
+    # a time that passed without pop_due is looked past by next_due
+    states.update_and_move_to_end(tps[0], state(delay_until_ms=T0 + 200))
+    states.update_and_move_to_end(tps[4], state(delay_until_ms=T0 + 400))
+    assert states.next_due(T0 + 250) == T0 + 400
+    assert states.pop_due(T0 + 250) == [tps[0]]

@@ -3,6 +3,7 @@ DelayedFetch, diverging epochs, KIP-320 fencing, OffsetsForLeaderEpoch and ListO
 from __future__ import annotations
 
 import pytest
+from conftest import patch_method
 from replication_harness import TP, Cluster
 
 from replica_core.errors import Errors, FencedLeaderEpochError, OffsetOutOfRangeError
@@ -284,7 +285,7 @@ def test_follower_append_to_empty_log_inside_a_batch() -> None:
     assert follower.log_start_offset == 0 and follower.log_end_offset == 5
 
 
-def test_log_start_check_comes_before_the_divergence_answer() -> None:
+def test_log_start_check_comes_before_the_divergence_answer(monkeypatch) -> None:
     """§3.5 step order on the leader: an undefined epoch end and a fetch offset below the log
     start are OFFSET_OUT_OF_RANGE even when the epochs diverge (KAFKA-12996)."""
     c = Cluster()
@@ -300,17 +301,17 @@ def test_log_start_check_comes_before_the_divergence_answer() -> None:
     def read(fetch_offset: int):
         return leader.read_records(log, fetch_offset, 0, 0, 1 << 20, "log_end", True)
 
-    leader.last_offset_for_leader_epoch = lambda *a, **k: diverging
+    answer = [diverging]
+    patch_method(monkeypatch, leader, "last_offset_for_leader_epoch", lambda *a, **k: answer[0])
     info = read(7)
     assert info.fetched is None and info.diverging_epoch == diverging
     log.maybe_increment_log_start_offset(8)
     with pytest.raises(OffsetOutOfRangeError):
         read(7)
-    leader.last_offset_for_leader_epoch = lambda *a, **k: EpochEndOffset(Errors.NONE, -1, -1)
+    answer[0] = EpochEndOffset(Errors.NONE, -1, -1)
     with pytest.raises(OffsetOutOfRangeError):
         read(9)
-    leader.last_offset_for_leader_epoch = lambda *a, **k: EpochEndOffset(
-        Errors.FENCED_LEADER_EPOCH, -1, -1)
+    answer[0] = EpochEndOffset(Errors.FENCED_LEADER_EPOCH, -1, -1)
     with pytest.raises(FencedLeaderEpochError):
         read(9)
 

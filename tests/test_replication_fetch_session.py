@@ -303,3 +303,102 @@ def test_changes_to_a_partition_followed_here_leave_a_parked_session_fetch_waiti
     c.produce(TP, 1, acks=1)
     assert len(got) == 1 and [p.tp for p in got[0].partitions] == [TP]
     assert len(got[0].partitions[0].records) > 0
+
+
+def _log_bytes(c: Cluster, tp: TopicPartition, offset: int) -> bytes:
+    """The leader's log from ``offset`` to its end, read straight from the log."""
+    return bytes(c.rm(0).local_log(tp).read(offset, 1 << 20).records)
+
+
+def test_parked_fetches_completed_by_one_append_get_the_same_read():
+    """One append completes both followers' parked session fetches: each is answered with
+    the appended batch as the log holds it (one read, its response entry shared)."""
+    c = cluster()
+    sids = {f: open_session(c, f) for f in (1, 2)}
+    start = c.partition(0, TP).log_end_offset
+    got: dict[int, list] = {1: [], 2: []}
+    for f in (1, 2):
+        assert session_fetch(c, f, (), session_id=sids[f], epoch=1, max_wait_ms=500,
+                             callback=got[f].append) is None
+    c.produce(TP, 3, acks=1)
+    assert [len(got[f]) for f in (1, 2)] == [1, 1]
+    one, two = got[1][0].partitions, got[2][0].partitions
+    assert [p.tp for p in one] == [p.tp for p in two] == [TP]
+    assert bytes(one[0].records) == bytes(two[0].records) == _log_bytes(c, TP, start)
+    assert len(one[0].records) > 0
+    assert one[0] is two[0]
+
+
+def test_a_change_between_two_completions_is_read_afresh():
+    """Follower 1's answer, delivered at once, leads to another append before follower 2's
+    parked fetch is completed: follower 2 is answered with both batches, not the first
+    read's bytes."""
+    c = cluster()
+    sids = {f: open_session(c, f) for f in (1, 2)}
+    start = c.partition(0, TP).log_end_offset
+    got: dict[int, list] = {1: [], 2: []}
+
+    def first(resp):
+        got[1].append(resp)
+        c.produce(TP, 2, acks=1, value=b"w" * 30)  # the log changes before follower 2's read
+
+    assert session_fetch(c, 1, (), session_id=sids[1], epoch=1, max_wait_ms=500,
+                         callback=first) is None
+    assert session_fetch(c, 2, (), session_id=sids[2], epoch=1, max_wait_ms=500,
+                         callback=got[2].append) is None
+    c.produce(TP, 1, acks=1)
+    assert [len(got[f]) for f in (1, 2)] == [1, 1]
+    first_batch = bytes(got[1][0].partitions[0].records)
+    both = bytes(got[2][0].partitions[0].records)
+    assert both == _log_bytes(c, TP, start)
+    assert len(both) > len(first_batch) > 0 and both.startswith(first_batch)
+
+
+def _session_state(s: FetchSession) -> tuple:
+    n = s.n
+    return (list(s.index.items()), list(s.parts), n, s.columns.shape, s.gen,
+            s.columns[:, :n].tolist(), s.order().tolist())
+
+
+def test_a_new_session_filled_at_once_equals_one_upsert_at_a_time():
+    """``fill`` (a full fetch's response creating its session) leaves the session as upserting
+    each partition and caching its HW and log start does: same slots, order, columns and
+    capacity (40 partitions grow the 16-column block twice); a request naming a partition
+    twice goes one at a time, the second entry winning."""
+    parts = [FetchPartition(TopicPartition("t", k), 100 + k, 1024, log_start_offset=k,
+                            current_leader_epoch=k % 3) for k in range(40)]
+    hws = [50 + k for k in range(40)]
+    starts = [k // 2 for k in range(40)]
+    one_by_one = FetchSession(9, True, 2, 0, 1)
+    for fp, hw, start in zip(parts, hws, starts, strict=True):
+        i = one_by_one.upsert(fp)
+        one_by_one.cached_hw[i] = hw
+        one_by_one.cached_log_start[i] = start
+    at_once = FetchSession(9, True, 2, 0, 1)
+    at_once.fill(parts, hws, starts)
+    assert at_once.columns.shape == (one_by_one.columns.shape[0], 64)
+    assert _session_state(at_once) == _session_state(one_by_one)
+    assert at_once.partitions() == parts
+    assert at_once.fetch_offset[39] == 139 and at_once.cached_hw[39] == 89
+
+    twice = [parts[0], parts[1], dataclasses.replace(parts[0], fetch_offset=7)]
+    dup = FetchSession(9, True, 2, 0, 1)
+    dup.fill(twice, [1, 2, 3], [4, 5, 6])
+    assert list(dup.index.items()) == [(parts[0].tp, 0), (parts[1].tp, 1)]
+    assert dup.fetch_offset[0] == 7 and dup.cached_hw[0] == 3 and dup.cached_log_start[0] == 6
+
+
+def test_session_rows_map_each_partition_to_the_followers_table_slot():
+    """A session's (row, slot) per partition is the leader's state-table row and the table's
+    slot of the session's follower; (−1, −1) for a partition not led here."""
+    c = cluster()
+    c.leader_and_isr(TP1, leader=1, isr=(0, 1, 2))
+    sid = open_session(c, follower=2)
+    rm = c.rm(0)
+    session = rm.fetch_manager.cache.get(sid)
+    session.refresh_rows(rm._row_and_slot, rm._leadership_gen)  # noqa: SLF001
+    p = c.partition(0, TP)
+    i, j = session.index[TP], session.index[TP1]
+    assert (session.rows[i], session.slots[i]) == (p.row, p.table.slot(p.row, 2))
+    assert session.slots[i] == 2 and p.follower_slot(1) == 1 and p.follower_slot(0) == -1
+    assert (session.rows[j], session.slots[j]) == (-1, -1)

@@ -207,3 +207,27 @@ def test_console_and_report_say_what_a_horizon_run_covered(tmp_path, capsys):
     assert "<h2 id='episodes'>Fault episodes</h2>" in page
     assert "<h2 id='over-time'>" not in page
     assert page.count("<td>yes</td>") == h["episodes"]
+
+
+def test_a_horizon_frees_each_episode_cluster_before_the_next(monkeypatch):
+    """An episode's finished cluster is gone before the next episode builds its own (its
+    cycles are collected), so a long horizon holds one cluster at a time."""
+    import weakref
+
+    from replica_core.sim import run as run_module
+
+    built: list[weakref.ref] = []
+    alive_when_built: list[int] = []
+    original = run_module.build_cluster
+
+    def build(*args, **kwargs):
+        alive_when_built.append(sum(1 for ref in built if ref() is not None))
+        cluster = original(*args, **kwargs)
+        built.append(weakref.ref(cluster))
+        return cluster
+
+    monkeypatch.setattr(run_module, "build_cluster", build)
+    scenario = sc.from_dict(SMALL)
+    run_scenario(scenario)
+    assert len(built) == len(plan_episodes(scenario)) >= 2
+    assert alive_when_built == [0] * len(built)

@@ -396,3 +396,24 @@ def test_leader_epoch_decode_reads_a_written_file() -> None:
     assert cp.decode(b"0\n3\n0 0\n4 1200\n17 999999999999999999\n") == [
         (0, 0), (4, 1200), (17, 999999999999999999)]
     assert cp.decode(b"0\n2\n007 0012\n8 9\n") == [(7, 12), (8, 9)]
+
+
+@pytest.mark.parametrize("entries,expected", [
+    ([], b"0\n0\n"),
+    ([(4, 0)], b"0\n1\n4 0\n"),
+    ([(0, 0), (3, 354), (6, 2**62)], b"0\n3\n0 0\n3 354\n6 %d\n" % 2**62),
+])
+def test_leader_epoch_encode_writes_kafkas_lines(entries, expected):
+    """The epoch checkpoint's own encoder: the version, the count, ``epoch offset`` lines — the
+    same bytes as the generic encoder, also for numbers given as numpy integers or bools."""
+    import numpy as np
+
+    from replica_core.storage.checkpoint import CheckpointFile
+
+    f = LeaderEpochCheckpointFile(MemoryMedium(), "/leader-epoch-checkpoint")
+    assert f.encode(entries) == CheckpointFile.encode(f, entries) == expected
+    as_numpy = [(np.int32(e), np.int64(s)) for e, s in entries]
+    assert f.encode(as_numpy) == expected
+    assert f.encode([(True, False)]) == b"0\n1\n1 0\n"
+    f.write(entries)
+    assert f.medium.read_bytes(f.path) == expected

@@ -778,3 +778,39 @@ def test_sparse_memory_file_matches_a_dense_model(ops):
         assert f.size() == len(cur)
         assert f.read(0) == bytes(cur)
         assert m.durable_bytes("/r/f") == bytes(durable)
+
+
+def test_memory_read_bytes_reads_what_a_handle_reads(mem):
+    """MemoryMedium.read_bytes answers a made file from its inode (no handle): the same bytes a
+    handle reads, a hole as zeros; a file of a pending directory, a path to normalise, a
+    directory and a missing file take the handle's way and its errors."""
+    with mem.open("/d/f", create=True) as f:
+        f.append(b"abc")
+        f.truncate(9)  # a hole after the written bytes
+    with mem.open("/d/f", writable=False) as f:
+        by_handle = bytes(f.read(0, f.size()))
+    assert mem.read_bytes("/d/f") == by_handle == b"abc" + bytes(6)
+    assert mem.read_bytes("/d/./f") == by_handle
+    mem.create_dir_with_files("/d/p", (("a", 0), ("b", 5)))
+    assert "/d/p" in mem._pending
+    assert mem.read_bytes("/d/p/b") == bytes(5) and "/d/p" not in mem._pending
+    assert mem.read_bytes("/d/p/a") == b""
+    with pytest.raises(FileNotFoundError):
+        mem.read_bytes("/d/missing")
+    with pytest.raises(IsADirectoryError):
+        mem.read_bytes("/d/p")
+
+
+@pytest.mark.parametrize("kind", ["bytes", "bytearray", "memoryview", "int32 view"])
+def test_write_takes_any_buffer_as_its_bytes(fs, kind):
+    """A write of bytes, a bytearray or a view (also one of a non-byte format, read as its raw
+    bytes) stores the same bytes at the same place, on both media."""
+    m, root = fs
+    raw = np.arange(6, dtype=np.int32).tobytes()
+    data = {"bytes": raw, "bytearray": bytearray(raw), "memoryview": memoryview(raw),
+            "int32 view": memoryview(np.arange(6, dtype=np.int32))}[kind]
+    with m.open(j(root, "f"), create=True) as f:
+        f.write(3, data)
+        f.write(0, data[:1] if kind != "int32 view" else memoryview(raw)[:1])
+        assert f.size() == 3 + len(raw)
+    assert m.read_bytes(j(root, "f")) == raw[:1] + b"\x00\x00" + raw

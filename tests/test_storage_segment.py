@@ -147,6 +147,28 @@ def test_read_starts_at_batch_containing_offset(medium_dir):
     assert seg.read_next_offset() == batches[-1][1] + 1
 
 
+def test_read_takes_the_bytes_the_file_holds_on_either_side_of_the_search_window(medium_dir):
+    """A read answers with the file's bytes whether they lie within the window the offset
+    search has just read (index floor position + 8 KiB) or run past it."""
+    medium, d = medium_dir
+    seg = _segment(medium, d, interval=4096)
+    batches = _fill(seg, 30, seed=7)
+    data = _read(medium, seg.log_path)
+    parsed = parse_batches(data)
+    seen_inside = seen_past = False
+    for (first, _last, b, _), p in zip(batches, parsed, strict=True):
+        floor = seg.offset_index.lookup(first)[1]
+        for size in (1, len(b), 8192 - (p.position - floor), 8193, 3 * 8192):
+            info = seg.read(first, size)
+            want = data[p.position:p.position + size]
+            assert bytes(info.records) == want
+            assert info.first_entry_incomplete == (size < len(b))
+            inside = p.position + len(want) <= floor + 8192
+            seen_inside |= inside
+            seen_past |= not inside
+    assert seen_inside and seen_past
+
+
 def test_read_of_new_segment_finds_batches_without_building_its_index(medium_dir):
     """A new segment whose pre-allocated index files exist but whose index objects are not
     built yet (the log's first segment) holds no index entries: a read finds every batch from

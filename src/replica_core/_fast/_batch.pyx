@@ -714,6 +714,36 @@ def scan_batches(buf, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=True
     return headers, valid_end - start, stop
 
 
+def scan_one_v2_batch(buf, int64_t max_batch_size=2**31 - 1):
+    """``buf`` framed as exactly one whole v2 batch: its header row (CRC checked) as a list,
+    the one row ``scan_batches(buf, 0, -1, True, max_batch_size)`` gives when it frames one
+    batch and stops at the end of ``buf``; None for anything else (no batch, several, a
+    partial or corrupt frame, a legacy batch). A follower's usual fetched data, read without
+    the headers array."""
+    cdef Py_buffer pb
+    cdef const unsigned char *base
+    cdef int stop = S_END
+    cdef int64_t size
+    cdef int64_t row[C_NCOLS]
+    _acquire(buf, &pb, False)
+    try:
+        base = <const unsigned char *>pb.buf
+        size = frame_next(base, 0, pb.len, max_batch_size, &stop)
+        if size < 0 or size != pb.len or base[16] != 2:
+            return None  # one frame ending the buffer is exactly "one batch, stop at the end"
+        if size >= NOGIL_MIN_BYTES:
+            with nogil:
+                fill_headers(base, 0, 1, True, row)
+        else:
+            fill_headers(base, 0, 1, True, row)
+    finally:
+        PyBuffer_Release(&pb)
+    return [row[C_POSITION], row[C_SIZE], row[C_BASE_OFFSET], row[C_LAST_OFFSET_DELTA],
+            row[C_PARTITION_LEADER_EPOCH], row[C_MAGIC], row[C_CRC], row[C_ATTRIBUTES],
+            row[C_BASE_TIMESTAMP], row[C_MAX_TIMESTAMP], row[C_PRODUCER_ID],
+            row[C_PRODUCER_EPOCH], row[C_BASE_SEQUENCE], row[C_RECORD_COUNT], row[C_CRC_OK]]
+
+
 # --- record walks (§1.2, §2.4) -----------------------------------------------------------------
 
 def decode_records(buf, Py_ssize_t start, Py_ssize_t end, int64_t count, int64_t base_offset,

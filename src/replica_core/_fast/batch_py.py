@@ -160,6 +160,17 @@ def scan_batches(buf: Any, start: int = 0, end: int = -1, check_crc: bool = True
     return headers, valid_end - start, stop
 
 
+def scan_one_v2_batch(buf: Any, max_batch_size: int = 2**31 - 1) -> list[int] | None:
+    """``buf`` framed as exactly one whole v2 batch: its header row (CRC checked) as a list,
+    the one row ``scan_batches(buf, 0, -1, True, max_batch_size)`` gives when it frames one
+    batch and stops at the end of ``buf``; None for anything else (no batch, several, a
+    partial or corrupt frame, a legacy batch)."""
+    headers, _, stop = scan_batches(buf, 0, -1, True, max_batch_size)
+    if stop != STOP_END or len(headers) != 1 or headers[0, COL_MAGIC] != 2:
+        return None
+    return [int(v) for v in headers[0].tolist()]
+
+
 def find_batch(buf: Any, start: int, end: int, target_offset: int
                ) -> tuple[int, int, int, int, int]:
     """The first framed batch from ``start`` whose last offset ≥ ``target_offset`` (Kafka's

@@ -135,6 +135,10 @@ class ColumnarPartitionStates(PartitionStates[TopicPartition, PartitionFetchStat
                         self._no_delay if d is None else d,
                         self._unknown_lag if lag is None else lag, True)
 
+    def update_fetched(self, tp: TopicPartition, state: PartitionFetchState) -> None:
+        super().update_fetched(tp, state)
+        self._write(tp, state, True)
+
     def update_lag_and_move_to_end(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         super().update_lag_and_move_to_end(tp, state)
         self._write(tp, state, True)

@@ -26,6 +26,8 @@ __all__ = ["Builder", "FetchRequestData", "FetchSessionHandler",
 
 log = logging.getLogger(__name__)
 
+_NONE = Errors.NONE
+
 
 
 def find_missing(to_find: Iterable[TopicPartition],
@@ -171,6 +173,26 @@ class FetchSessionHandler:
         in fair order) pays for those alone; the request is the same, field for field. Only for
         incremental metadata (a full request lists every partition: use a :class:`Builder`).
         """
+        wanted = []
+        dropped = []
+        for tp, data in changes.items():
+            if data is None:
+                dropped.append(tp)
+            elif data.tp != tp:
+                raise ValueError(f"partition data for {data.tp} added under {tp}")
+            else:
+                wanted.append(data)
+        to_send, removed = self.apply_changes(wanted, dropped)
+        return FetchRequestData(to_send, removed, MappingProxyType(self.session_partitions),
+                                self.next_metadata)
+
+    def apply_changes(self, wanted: Iterable[FetchPartition], dropped: Iterable[TopicPartition]
+                      ) -> tuple[tuple[FetchPartition, ...], tuple[TopicPartition, ...]]:
+        """:meth:`build_changes` for the entries ``wanted`` (in fair order) and the partitions
+        ``dropped`` (not wanted: removed from the session if there), returning only what the
+        request carries — the partitions to send and to forget; the session is
+        :attr:`session_partitions` once this returns. (The fetcher's per-round build: no
+        :class:`FetchRequestData` nor mapping to make.)"""
         metadata = self.next_metadata
         if metadata.is_full:
             raise RuntimeError("build_changes needs incremental metadata; use new_builder()")
@@ -178,37 +200,37 @@ class FetchSessionHandler:
         pos = self._pos
         new: list[FetchPartition] = []
         altered: list[TopicPartition] = []
-        removed: list[TopicPartition] = []
-        for tp, data in changes.items():
+        for data in wanted:
+            tp = data.tp
             prev = session.get(tp)
-            if data is None:
-                if prev is not None:
-                    removed.append(tp)
-            elif prev is None:
-                if data.tp != tp:
-                    raise ValueError(f"partition data for {data.tp} added under {tp}")
+            if prev is None:
                 new.append(data)
             elif data is not prev and data != prev:
                 session[tp] = data
                 altered.append(tp)
+        removed = [tp for tp in dropped if tp in session]
         if removed:
-            removed.sort(key=pos.__getitem__)
+            if len(removed) > 1:
+                removed.sort(key=pos.__getitem__)
             for tp in removed:
                 del session[tp]
                 del pos[tp]
         if len(altered) > 1:
             altered.sort(key=pos.__getitem__)
-        for data in new:
-            session[data.tp] = data
-            pos[data.tp] = self._next_pos
-            self._next_pos += 1
+        if new:
+            next_pos = self._next_pos
+            for data in new:
+                session[data.tp] = data
+                pos[data.tp] = next_pos
+                next_pos += 1
+            self._next_pos = next_pos
         if log.isEnabledFor(logging.DEBUG):
             log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed %d "
                       "out of %d partition(s).", metadata, self.node, len(new), len(altered),
                       len(removed), len(session))
         for tp in altered:
             new.append(session[tp])
-        return FetchRequestData(tuple(new), tuple(removed), MappingProxyType(session), metadata)
+        return tuple(new), tuple(removed)
 
     def verify_full_fetch_response_partitions(self, partitions: Set[TopicPartition]) -> str | None:
         """None if a full response holds exactly the session's partitions, else a description
@@ -253,7 +275,7 @@ class FetchSessionHandler:
         by the leader) or next_incremental, True.
         """
         metadata = self.next_metadata
-        if error_code != Errors.NONE:
+        if error_code != _NONE:
             log.info("Node %d was unable to process the fetch request with %s: %s.",
                      self.node, metadata, _error_name(error_code))
             if error_code == Errors.FETCH_SESSION_ID_NOT_FOUND:
@@ -277,7 +299,8 @@ class FetchSessionHandler:
             else:
                 self.next_metadata = FetchMetadata.new_incremental(session_id)
             return True
-        problem = self.verify_incremental_fetch_response_partitions(partitions)
+        problem = None if self.session_partitions.keys() >= partitions \
+            else self.verify_incremental_fetch_response_partitions(partitions)
         if problem is not None:
             log.info("Node %d sent an invalid incremental fetch response with %s",
                      self.node, problem)

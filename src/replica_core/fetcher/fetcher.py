@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple, Protocol
+from typing import Any, ClassVar, Protocol
 
 from replica_core.clock import Clock
 from replica_core.errors import (
@@ -40,7 +40,7 @@ from replica_core.errors import (
     UnknownTopicOrPartitionError,
 )
 from replica_core.fetcher.endpoint import LeaderEndPoint
-from replica_core.fetcher.fetch_session_handler import FetchRequestData, FetchSessionHandler
+from replica_core.fetcher.fetch_session_handler import FetchSessionHandler
 from replica_core.fetcher.local_replica import FollowerReplicaManager, LocalReplica
 from replica_core.fetcher.partition_states import (
     FETCHING,
@@ -303,30 +303,31 @@ class FailedPartitions:
 
 
 # --- the local replica, as the fetcher sees it -------------------------------------------------
-class _NothingAppended(NamedTuple):
-    """A LogAppendInfo-like answer for an empty fetch (Kafka appends an empty record set)."""
-
-    valid_bytes: int = 0
-    last_offset: int = -1
-    last_leader_epoch: int = -1
-
-
-_NOTHING_APPENDED = _NothingAppended()
-
-
 _NONE = Errors.NONE
 _NO_ANSWER = object()
 
 
 class _InFlight:
-    """The request with the leader: a fetch (``fetch``) or an OffsetsForLeaderEpoch request."""
+    """The request with the leader — a fetch (``fetch``) or an OffsetsForLeaderEpoch request —
+    and, called with it, the place its answer goes (the endpoint's ``on_answer``)."""
 
-    __slots__ = ("answer", "fetch", "request")
+    __slots__ = ("answer", "fetch", "fetcher", "request")
 
-    def __init__(self, fetch: bool, request: FetchRequest | OffsetsForLeaderEpochRequest) -> None:
+    def __init__(self, fetcher: ReplicaFetcher, fetch: bool,
+                 request: FetchRequest | OffsetsForLeaderEpochRequest) -> None:
+        self.fetcher = fetcher
         self.fetch = fetch
         self.request = request
         self.answer: Any = _NO_ANSWER
+
+    def __call__(self, answer: Any) -> None:
+        """Keep the answer; wake the driver when it came after the send returned."""
+        fetcher = self.fetcher
+        if fetcher._in_flight is not self or self.answer is not _NO_ANSWER:
+            return  # stale (the fetcher moved on) or answered twice
+        self.answer = answer
+        if not fetcher._sending and fetcher.wakeup is not None:
+            fetcher.wakeup()
 
 
 def _error_name(code: int) -> str:
@@ -348,6 +349,13 @@ class ReplicaFetcher:
     ready partitions in its order, and a partition that received data, errored, or was (re)added
     goes to the end, so no partition starves under the response byte limit (§7.3).
     """
+
+    __slots__ = ('fetcher_id', 'source_broker', 'leader', 'replica_manager', 'config', 'clock',
+        'truncation', 'truncate_on_fetch', 'uses_leader_epochs', 'quota', 'failed_partitions',
+        'partition_states', 'fetcher_stats', 'fetcher_lag_stats',
+        'partitions_with_new_high_watermark', '_local', 'incremental_build', '_entry_key', 'name',
+        'session_handler', '_built', '_in_flight', '_sending', 'running', 'truncation_listener',
+        'wakeup', '__weakref__')
 
     def __init__(self, fetcher_id: int, source_broker: int, leader_endpoint: LeaderEndPoint,
                  replica_manager: FollowerReplicaManager, config: Any = None, *, clock: Clock,
@@ -386,7 +394,8 @@ class ReplicaFetcher:
         self.name = f"ReplicaFetcherThread-{fetcher_id}-{source_broker}"
         # KIP-227: the session with the leader (RemoteLeaderEndPoint's fetchSessionHandler)
         self.session_handler = FetchSessionHandler(source_broker)
-        self._built: tuple[FetchRequest, FetchRequestData] | None = None
+        # the last request built in the session (its answer is checked against the session)
+        self._built: FetchRequest | None = None
         # the request with the leader, if any, and its answer once it came
         self._in_flight: _InFlight | None = None
         self._sending = False
@@ -517,22 +526,14 @@ class ReplicaFetcher:
     def _send(self, flight: _InFlight) -> None:
         """Hand ``flight`` to the endpoint; an answer given during the call is processed now."""
         self._in_flight = flight
-
-        def on_answer(answer: Any) -> None:
-            if self._in_flight is not flight or flight.answer is not _NO_ANSWER:
-                return  # stale (the fetcher moved on) or answered twice
-            flight.answer = answer
-            if not self._sending and self.wakeup is not None:
-                self.wakeup()
-
         self._sending = True
         try:
             if flight.fetch:
-                self.leader.send_fetch(flight.request, on_answer)  # type: ignore[arg-type]
+                self.leader.send_fetch(flight.request, flight)  # type: ignore[arg-type]
             else:
-                self.leader.send_epoch_request(flight.request, on_answer)  # type: ignore[arg-type]
+                self.leader.send_epoch_request(flight.request, flight)  # type: ignore[arg-type]
         except Exception as e:  # the transport itself failed
-            on_answer(e)
+            flight(e)
         finally:
             self._sending = False
         self._process_answer()
@@ -591,7 +592,7 @@ class ReplicaFetcher:
         if with_epochs:
             request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
             # a failed request errors every partition (retried after the backoff)
-            self._send(_InFlight(False, request))
+            self._send(_InFlight(self, False, request))
 
     def build_epoch_request(self) -> OffsetsForLeaderEpochRequest | None:
         """The OffsetsForLeaderEpoch request :meth:`maybe_truncate` would send (None if no
@@ -702,8 +703,7 @@ class ReplicaFetcher:
 
     def _truncate(self, tp: TopicPartition, ts: OffsetTruncationState) -> None:
         """``ReplicaFetcherThread.truncate`` (warns when cutting below the local HW)."""
-        hw = self._local.high_watermark(tp)
-        self._local.truncate(tp, ts.offset)
+        hw = self._local.truncate(tp, ts.offset)
         if ts.offset < hw:
             log.warning("%s: truncated %s to %d, below its high watermark %d",
                         self.name, tp, ts.offset, hw)
@@ -826,7 +826,7 @@ class ReplicaFetcher:
 
         An incremental request is built from the partitions whose entry may have changed — the
         states journal's changes and ended delays (:class:`PartitionStates`), and partitions
-        whose log start moved (:meth:`process_partition_data`) — so a round costs what changed,
+        whose log start moved (:meth:`_process_partition_answers`) — so a round costs what changed,
         not every partition (``incremental_build``; the request is the same either way, which
         the tests check against the full pass)."""
         states = self.partition_states
@@ -844,49 +844,62 @@ class ReplicaFetcher:
             for fp in parts:
                 builder.add(fp.tp, fp)
             data = builder.build()
+            to_send, to_forget = data.to_send, data.to_forget
         else:
-            data, errors = self._build_changes(changed, due, now)
-        if not data.session_partitions and not data.to_forget:
+            to_send, to_forget, errors = self._build_changes(changed, due, now)
+        if not handler.session_partitions and not to_forget:
             self._built = None
             return None, errors
-        metadata = data.metadata
+        metadata = handler.next_metadata
         request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
-                               cfg.response_max_bytes, data.to_send, self.broker_epoch,
+                               cfg.response_max_bytes, to_send, self.broker_epoch,
                                session_id=metadata.session_id, session_epoch=metadata.epoch,
-                               forgotten=data.to_forget)
-        self._built = (request, data)
+                               forgotten=to_forget)
+        self._built = request
         return request, errors
 
-    def _build_changes(self, changed: list[TopicPartition], due: list[TopicPartition],
-                       now: int) -> tuple[FetchRequestData, list[TopicPartition]]:
+    def _build_changes(self, changed: list[TopicPartition], due: list[TopicPartition], now: int
+                       ) -> tuple[tuple[FetchPartition, ...], tuple[TopicPartition, ...],
+                                  list[TopicPartition]]:
         """The incremental request from the changed partitions alone: each one's entry as
-        :meth:`fetch_partitions` would make it (None when not ready or its log is gone), in
-        fair order, handed to :meth:`FetchSessionHandler.build_changes`."""
-        states = self.partition_states
+        :meth:`fetch_partitions` would make it, in fair order, or its absence (not followed, not
+        ready, or its log is gone), handed to :meth:`FetchSessionHandler.apply_changes`.
+        Returns the partitions to send and to forget, and those whose log could not be read
+        (delayed by ``replica.fetch.backoff.ms``)."""
         if due:
             changed = list(dict.fromkeys(changed + due))
-        following = states.partition_set()
-        present = [tp for tp in changed if tp in following]
-        if len(present) > 1:
-            present.sort(key=states.order_key)
-        changes: dict[TopicPartition, FetchPartition | None] = dict.fromkeys(changed)
-        errors: list[TopicPartition] = []
-        state_value = states.state_value
-        for tp in present:
+        elif not changed:
+            return (), (), []  # the session holds every entry as it is: all implied
+        state_value = self.partition_states.state_value
+        ready: list[tuple[TopicPartition, PartitionFetchState]] = []
+        dropped: list[TopicPartition] = []
+        for tp in changed:
             st = state_value(tp)
-            assert st is not None
+            if st is None:
+                dropped.append(tp)
+                continue
             d = st.delay_until_ms
             if st.state is not FETCHING or (d is not None and d > now):
-                continue
-            entry = self._fetch_entry(tp, st)
+                dropped.append(tp)
+            else:
+                ready.append((tp, st))
+        if len(ready) > 1:
+            order_key = self.partition_states.order_key
+            ready.sort(key=lambda item: order_key(item[0]))
+        entries: list[FetchPartition] = []
+        errors: list[TopicPartition] = []
+        fetch_entry = self._fetch_entry
+        for tp, st in ready:
+            entry = fetch_entry(tp, st)
             if entry is None:
                 errors.append(tp)
+                dropped.append(tp)
             else:
-                changes.pop(tp)
-                changes[tp] = entry  # values in fair order after the removals
+                entries.append(entry)
         if errors:
             self._delay_partitions(errors, self.config.backoff_ms)
-        return self.session_handler.build_changes(changes), errors
+        to_send, to_forget = self.session_handler.apply_changes(entries, dropped)
+        return to_send, to_forget, errors
 
     def _fetch_entry(self, tp: TopicPartition, st: PartitionFetchState) -> FetchPartition | None:
         """``tp``'s request entry for state ``st``; None when its local log cannot be read."""
@@ -946,7 +959,7 @@ class ReplicaFetcher:
         request, _ = self.build_fetch()
         if request is None:
             return False
-        self._send(_InFlight(True, request))
+        self._send(_InFlight(self, True, request))
         return True
 
     def process_fetch_response(self, request: FetchRequest,
@@ -960,30 +973,29 @@ class ReplicaFetcher:
         (KAFKA-14704); errored partitions are then delayed by ``replica.fetch.backoff.ms``.
         """
         self.fetcher_stats.request_rate.mark()
-        built = self._built
-        data = built[1] if built is not None and built[0] is request else None
-        if data is not None:
+        in_session = self._built is request
+        if in_session:
             self._built = None
         errors: dict[TopicPartition, None] = {}
         diverging: dict[TopicPartition, EpochEndOffset] = {}
         if isinstance(response, BaseException):
             log.warning("%s: error in response for fetch request: %r", self.name, response)
-            if data is not None:
+            if in_session:
                 self.session_handler.handle_error(response)
             errors = dict.fromkeys(self.partition_states)
-        elif data is not None and not self.session_handler.handle_response(
+        elif in_session and not self.session_handler.handle_response(
                 response.error_code, response.session_id, [p.tp for p in response.partitions],
                 throttle_time_ms=response.throttle_time_ms):
             # a session error, or a response that does not match the session: nothing is
             # processed, and the next request is a full one (RemoteLeaderEndPoint.fetch)
             log.info("%s: fetch session problem (%s); next fetch is full", self.name,
                      _error_name(response.error_code))
-        elif response.error_code != Errors.NONE:
+        elif response.error_code != _NONE:
             log.warning("%s: error in response for fetch request: %r", self.name,
                         _error_name(response.error_code))
             errors = dict.fromkeys(self.partition_states)
         else:
-            asked = data.session_partitions if data is not None else \
+            asked = self.session_handler.session_partitions if in_session else \
                 {p.tp: p for p in request.partitions}
             self._process_partition_answers(asked, response.partitions, errors, diverging)
         if diverging:
@@ -996,16 +1008,27 @@ class ReplicaFetcher:
                                    errors: dict[TopicPartition, None],
                                    diverging: dict[TopicPartition, EpochEndOffset]) -> None:
         """The per-partition half of ``processFetchRequest``: one pass over the answers, the
-        common case (no error, no divergence) handled inline, the rest by
-        :meth:`_process_partition_error`."""
+        common case (no error, no divergence) handled inline — ``processPartitionData``
+        included — the rest by :meth:`_process_partition_error`.
+
+        ``ReplicaFetcherThread.processPartitionData`` (§7.7): the fetch offset must be the local
+        LEO (else IllegalStateError: the partition is failed); the records are appended as
+        follower; HW := min(leader HW, own LEO) (it may go down); the leader's log start offset
+        is adopted (forward only; the next request carries it); throttled bytes are accounted.
+        Then the partition's lag is the leader's HW minus the next fetch offset, and a
+        partition that appended moves on to the offset after the appended batches (and their
+        epoch) and to the end of the fair order."""
         now = self.clock.milliseconds()
         states = self.partition_states
         following = states.partition_set()  # a live view: a partition failed below leaves it
         state_value = states.state_value
-        process_data = self.process_partition_data
+        partition_of = self.replica_manager.partition
+        new_hw = self.partitions_with_new_high_watermark
         lag_stats = self.fetcher_lag_stats
         gauges = lag_stats.stats
         truncate_on_fetch = self.truncate_on_fetch
+        quota = self.quota
+        throttling = type(quota) is not UnboundedReplicaQuota
         for pd in answers:
             tp = pd.tp
             fp = asked.get(tp)
@@ -1025,10 +1048,32 @@ class ReplicaFetcher:
                 diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
                 continue
             try:
-                info = process_data(tp, fetch_offset, pd)
-                valid_bytes = info.valid_bytes
+                # getPartitionOrException and its localLogOrException
+                partition = partition_of(tp)
+                lg = partition.log if partition is not None else None
+                if lg is None:
+                    raise NotLeaderOrFollowerError(f"no local log for {tp}")
+                leo = lg.log_end_offset
+                if fetch_offset != leo:
+                    raise IllegalStateError(f"offset mismatch for {tp}: fetched offset = "
+                                            f"{fetch_offset}, log end offset = {leo}")
+                records = pd.records
+                size = records.nbytes if isinstance(records, memoryview) else len(records)
+                info = partition.append_records_to_follower(records) if size else None
+                # Both updates below are no-ops when the values already match; skip the calls.
+                leader_hw = pd.high_watermark
+                before = lg.high_watermark
+                if leader_hw != before \
+                        and partition.update_follower_high_watermark(leader_hw) != before:
+                    new_hw.append(tp)
+                if pd.log_start_offset > lg.log_start_offset:
+                    lg.maybe_increment_log_start_offset(pd.log_start_offset)
+                    states.mark_changed(tp)  # the next request carries the new start
+                if size and throttling and quota.is_throttled(tp):
+                    quota.record(size)
+                valid_bytes = info.valid_bytes if info is not None else 0
                 next_offset = info.last_offset + 1 if valid_bytes > 0 else fetch_offset
-                lag = pd.high_watermark - next_offset
+                lag = leader_hw - next_offset
                 if lag < 0:
                     lag = 0
                 gauge = gauges.get(tp)
@@ -1039,7 +1084,7 @@ class ReplicaFetcher:
                 if valid_bytes > 0:
                     if tp in following:
                         lle = info.last_leader_epoch
-                        states.update_and_move_to_end(tp, PartitionFetchState(
+                        states.update_fetched(tp, PartitionFetchState(
                             next_offset, lag, current.current_leader_epoch, None, FETCHING,
                             lle if lle is not None and lle >= 0 else current.last_fetched_epoch,
                             current.topic_id))
@@ -1080,37 +1125,6 @@ class ReplicaFetcher:
             log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
                       self.source_broker)
             errors[tp] = None
-
-    def process_partition_data(self, tp: TopicPartition, fetch_offset: int,
-                               pd: FetchPartitionResponse) -> Any:
-        """``ReplicaFetcherThread.processPartitionData`` (§7.7): check the fetch offset is our
-        LEO, append as follower, HW := min(leader HW, own LEO) (it may go down), adopt the
-        leader's log start offset (forward only), account throttled bytes. Returns the
-        LogAppendInfo (an empty one when the leader sent no records)."""
-        # getPartitionOrException and its localLogOrException (per partition: kept inline)
-        partition = self.replica_manager.partition(tp)
-        lg = partition.log if partition is not None else None
-        if lg is None:
-            raise NotLeaderOrFollowerError(f"no local log for {tp}")
-        leo = lg.log_end_offset
-        if fetch_offset != leo:
-            raise IllegalStateError(
-                f"offset mismatch for {tp}: fetched offset = {fetch_offset}, log end offset = {leo}")
-        records = pd.records
-        size = records.nbytes if isinstance(records, memoryview) else len(records)
-        info = partition.append_records_to_follower(records) if size else _NOTHING_APPENDED
-        # Both updates below are no-ops when the values already match; skip the calls then.
-        before = lg.high_watermark
-        if pd.high_watermark != before:
-            partition.update_follower_high_watermark(pd.high_watermark)
-            if lg.high_watermark != before:
-                self.partitions_with_new_high_watermark.append(tp)
-        if pd.log_start_offset > lg.log_start_offset:
-            lg.maybe_increment_log_start_offset(pd.log_start_offset)
-            self.partition_states.mark_changed(tp)  # the next request carries the new start
-        if size and self.quota.is_throttled(tp):
-            self.quota.record(size)
-        return info
 
     # -- metrics --------------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:

@@ -85,7 +85,10 @@ class LocalReplica:
 
     def latest_epoch(self, tp: TopicPartition) -> int | None:
         """``UnifiedLog.latestEpoch``: None when the epoch cache is empty."""
-        epoch = self.log(tp).latest_epoch
+        lg = self.rm.local_log(tp)  # self.log(tp), inlined (once per partition truncated)
+        if lg is None:
+            raise NotLeaderOrFollowerError(f"no local log for {tp}")
+        epoch = lg.latest_epoch
         return None if epoch < 0 else int(epoch)
 
     def end_offset_for_epoch(self, tp: TopicPartition, epoch: int) -> tuple[int, int] | None:
@@ -101,8 +104,15 @@ class LocalReplica:
     def high_watermark(self, tp: TopicPartition) -> int:
         return int(self.log(tp).high_watermark)
 
-    def truncate(self, tp: TopicPartition, offset: int) -> None:
-        self.partition(tp).truncate_to(offset)
+    def truncate(self, tp: TopicPartition, offset: int) -> int:
+        """Truncate ``tp``'s log to ``offset``; returns its high watermark from before."""
+        p = self.partition(tp)
+        lg = p.log
+        if lg is None:
+            raise NotLeaderOrFollowerError(f"no local log for {tp}")
+        hw = int(lg.high_watermark)
+        p.truncate_to(offset)
+        return hw
 
     def truncate_fully_and_start_at(self, tp: TopicPartition, offset: int) -> None:
         self.partition(tp).truncate_fully_and_start_at(offset)

@@ -31,9 +31,6 @@ TRUNCATING = ReplicaState.TRUNCATING
 FETCHING = ReplicaState.FETCHING
 
 
-_set = object.__setattr__
-
-
 @dataclass(frozen=True, slots=True, init=False)
 class PartitionFetchState:
     """Where a follower is for one partition (§7.1). Immutable: derive new states with
@@ -54,15 +51,15 @@ class PartitionFetchState:
     def __init__(self, fetch_offset: int, lag: int | None, current_leader_epoch: int,
                  delay_until_ms: int | None = None, state: ReplicaState = FETCHING,
                  last_fetched_epoch: int | None = None, topic_id: str | None = None) -> None:
-        # the dataclass __init__ with the frozen class's setter bound once (a fetcher makes
-        # one state per partition per data round)
-        _set(self, "fetch_offset", fetch_offset)
-        _set(self, "lag", lag)
-        _set(self, "current_leader_epoch", current_leader_epoch)
-        _set(self, "delay_until_ms", delay_until_ms)
-        _set(self, "state", state)
-        _set(self, "last_fetched_epoch", last_fetched_epoch)
-        _set(self, "topic_id", topic_id)
+        # the dataclass __init__, each field written through its slot's own setter (bound
+        # once, below the class): a fetcher makes one state per partition per data round
+        _w_fetch_offset(self, fetch_offset)
+        _w_lag(self, lag)
+        _w_current_leader_epoch(self, current_leader_epoch)
+        _w_delay_until_ms(self, delay_until_ms)
+        _w_state(self, state)
+        _w_last_fetched_epoch(self, last_fetched_epoch)
+        _w_topic_id(self, topic_id)
 
     def is_delayed(self, now_ms: int) -> bool:
         """A delay is set and not yet due (DelayedItem.getDelay > 0)."""
@@ -102,6 +99,11 @@ class PartitionFetchState:
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(PartitionFetchState))
 
+# the slot setters PartitionFetchState.__init__ writes with (bypassing the frozen __setattr__)
+(_w_fetch_offset, _w_lag, _w_current_leader_epoch, _w_delay_until_ms, _w_state,
+ _w_last_fetched_epoch, _w_topic_id) = (
+    PartitionFetchState.__dict__[f.name].__set__ for f in dataclasses.fields(PartitionFetchState))
+
 
 K = TypeVar("K", bound=Hashable)
 S = TypeVar("S")
@@ -120,20 +122,23 @@ class PartitionStates(Generic[K, S]):
     * every partition whose state was set or removed since the last :meth:`take_changes`
       (:meth:`mark_changed` adds one whose request entry changed for another reason);
     * the due times of delayed states, so partitions whose back-off ended are found with
-      :meth:`pop_due` and :meth:`next_due` without a scan;
+      :meth:`pop_due` and :meth:`next_due` without a scan (a heap of the distinct due times,
+      each with the partitions delayed until then: a failed request delays every partition of
+      the fetcher until the same time);
     * the Truncating partitions, for :meth:`truncating_items`;
     * each partition's place in the order (a sequence number bumped on every move to the end),
       so changed partitions can be put back in fair order.
     """
 
-    __slots__ = ("_map", "_seq", "_next_seq", "_changed", "_due", "_in_truncation")
+    __slots__ = ("_map", "_seq", "_next_seq", "_changed", "_due", "_due_at", "_in_truncation")
 
     def __init__(self, states: Mapping[K, S] | Iterable[tuple[K, S]] | None = None) -> None:
         self._map: dict[K, S] = {}
         self._seq: dict[K, int] = {}
         self._next_seq = 0
         self._changed: dict[K, None] = {}
-        self._due: list[tuple[int, K]] = []
+        self._due: list[int] = []  # a heap of the due times in _due_at
+        self._due_at: dict[int, list[K]] = {}  # due time -> partitions delayed until then
         self._in_truncation: dict[K, None] = {}
         if states is not None:
             self.set(states)
@@ -146,7 +151,12 @@ class PartitionStates(Generic[K, S]):
             return  # the map is generic (Kafka's is); delays and phases are fetch states'
         d = state.delay_until_ms
         if d is not None:
-            heapq.heappush(self._due, (d, tp))
+            group = self._due_at.get(d)
+            if group is None:
+                self._due_at[d] = [tp]
+                heapq.heappush(self._due, d)
+            else:
+                group.append(tp)  # stale entries (delayed again, removed) are skipped when due
         if state.state is TRUNCATING:
             self._in_truncation[tp] = None
         elif self._in_truncation:
@@ -173,15 +183,17 @@ class PartitionStates(Generic[K, S]):
         """The partitions whose delay ended at or before ``now_ms`` since the last call (they
         became ready without a state change); each once, by due time."""
         due = self._due
-        if not due or due[0][0] > now_ms:
+        if not due or due[0] > now_ms:
             return []
         out: dict[K, None] = {}
         m = self._map
-        while due and due[0][0] <= now_ms:
-            d, tp = heapq.heappop(due)
-            s = m.get(tp)
-            if s is not None and s.delay_until_ms == d:  # type: ignore[attr-defined]
-                out[tp] = None
+        due_at = self._due_at
+        while due and due[0] <= now_ms:
+            d = heapq.heappop(due)
+            for tp in due_at.pop(d):
+                s = m.get(tp)
+                if s is not None and s.delay_until_ms == d:  # type: ignore[attr-defined]
+                    out[tp] = None
         return list(out)
 
     def has_truncating(self) -> bool:
@@ -210,6 +222,18 @@ class PartitionStates(Generic[K, S]):
         self._next_seq = seq + 1
         self._note(tp, state)
 
+    def update_fetched(self, tp: K, state: S) -> None:
+        """:meth:`update_and_move_to_end` for a partition that was Fetching, undelayed, and
+        fetched data: ``state`` is Fetching and undelayed too, so of the journal only the change
+        is noted (no due time, and the Truncating set cannot hold ``tp``)."""
+        m = self._map
+        m.pop(tp, None)
+        m[tp] = state
+        seq = self._next_seq
+        self._seq[tp] = seq
+        self._next_seq = seq + 1
+        self._changed[tp] = None
+
     def update_lag_and_move_to_end(self, tp: K, state: S) -> None:
         """:meth:`update_and_move_to_end` for a state that differs from ``tp``'s current one in
         its ``lag`` alone (so in nothing its fetch request entry, readiness or delay is made
@@ -237,6 +261,7 @@ class PartitionStates(Generic[K, S]):
         self._map.clear()
         self._seq.clear()
         self._due.clear()
+        self._due_at.clear()
         self._in_truncation.clear()
 
     def set(self, states: Mapping[K, S] | Iterable[tuple[K, S]]) -> None:
@@ -308,19 +333,24 @@ class PartitionStates(Generic[K, S]):
         """The earliest ``delay_until_ms`` still in the future; None if no partition is delayed.
         From the journal's due times (stale ones dropped as they surface)."""
         due = self._due
+        due_at = self._due_at
         m = self._map
+
+        def live(d: int) -> bool:  # some partition is still delayed until d
+            return any((s := m.get(tp)) is not None and s.delay_until_ms == d  # type: ignore[attr-defined]
+                       for tp in due_at[d])
+
         while due:
-            d, tp = due[0]
-            s = m.get(tp)
-            if s is None or s.delay_until_ms != d:  # type: ignore[attr-defined]
+            d = due[0]
+            if not live(d):
                 heapq.heappop(due)  # stale: removed, or delayed again since
+                del due_at[d]
                 continue
             if d > now_ms:
                 return d
             break
         # delays ended but not yet taken by pop_due: look past them
-        future = [d for d, tp in due if d > now_ms
-                  and (s := m.get(tp)) is not None and s.delay_until_ms == d]  # type: ignore[attr-defined]
+        future = [d for d in due if d > now_ms and live(d)]
         return min(future) if future else None
 
     def max_state_lag(self) -> int:

@@ -90,6 +90,7 @@ _FAST_OK = kernels.FAST_OK
 _FAST_NEED_RECORDS = kernels.FAST_NEED_RECORDS
 _leader_append_fast = kernels.leader_append_fast
 _validate_assign_fast = kernels.validate_assign_fast
+_scan_one_v2_batch = kernels.scan_one_v2_batch
 # timestamp_type spellings timestamp_type_of() accepts, as they usually come (exact strings)
 _FAST_TIMESTAMP_TYPES = {"create": False, "CreateTime": False, "log_append": True,
                          "LogAppendTime": True}
@@ -99,11 +100,9 @@ _FAST_TARGETS = {"producer": -1, **{name: cid for cid, name in CODEC_NAMES.items
 _ORIGIN_CLIENT = {"client": True, "replication": False, "coordinator": False}
 # What a bad argument makes the kernel raise; the general path then raises its own error.
 _FAST_ARG_ERRORS = (OverflowError, TypeError, BufferError, ValueError)
-_STOP_END = kernels.STOP_END
 _COL_BASE_OFFSET = kernels.COL_BASE_OFFSET
 _COL_LAST_OFFSET_DELTA = kernels.COL_LAST_OFFSET_DELTA
 _COL_ATTRIBUTES = kernels.COL_ATTRIBUTES
-_COL_MAGIC = kernels.COL_MAGIC
 _COL_SIZE = kernels.COL_SIZE
 _COL_CRC_OK = kernels.COL_CRC_OK
 _COL_MAX_TIMESTAMP = kernels.COL_MAX_TIMESTAMP
@@ -266,15 +265,15 @@ def analyze_follower_batch(buffer: bytes | memoryview) -> tuple[LogAppendInfo, l
     so every error is raised by :func:`analyze_and_validate`, in Kafka's order."""
     if type(buffer) is memoryview and (buffer.format != "B" or buffer.ndim != 1):
         return None  # sized in other units than bytes: the general path casts it
-    headers, valid_bytes, stop = kernels.scan_batches(buffer, 0, -1, True, MAX_FRAME_SIZE)
-    if stop != _STOP_END or len(headers) != 1:
+    row = _scan_one_v2_batch(buffer, MAX_FRAME_SIZE)  # None: not exactly one whole v2 batch
+    if row is None:
         return None
-    row = headers.tolist()[0]
     base = row[_COL_BASE_OFFSET]
     last = base + row[_COL_LAST_OFFSET_DELTA]
     codec = row[_COL_ATTRIBUTES] & 0x07
-    if row[_COL_MAGIC] < 2 or row[_COL_SIZE] < BATCH_OVERHEAD or row[_COL_CRC_OK] != 1 \
-            or codec > 4 or base < 0 or last < base:
+    valid_bytes = row[_COL_SIZE]  # the batch is the whole buffer
+    if valid_bytes < BATCH_OVERHEAD or row[_COL_CRC_OK] != 1 or codec > 4 or base < 0 \
+            or last < base:
         return None
     max_ts = row[_COL_MAX_TIMESTAMP]
     if max_ts > NO_TIMESTAMP:
@@ -282,7 +281,7 @@ def analyze_follower_batch(buffer: bytes | memoryview) -> tuple[LogAppendInfo, l
     else:
         max_ts = shallow = NO_TIMESTAMP
     return LogAppendInfo(base, last, row[_COL_PARTITION_LEADER_EPOCH], max_ts, shallow,
-                         NO_TIMESTAMP, CODEC_NAMES[codec], int(valid_bytes), 1,
+                         NO_TIMESTAMP, CODEC_NAMES[codec], valid_bytes, 1,
                          row[_COL_RECORD_COUNT], last, True), row
 
 

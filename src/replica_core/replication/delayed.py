@@ -58,7 +58,8 @@ class DelayedProduce(DelayedOperation):
 
     def __init__(self, delay_ms: int, status: dict[TopicPartition, ProducePartitionStatus],
                  manager: ReplicaManager,
-                 deliver: Callable[[dict[TopicPartition, ProducePartitionResponse]], None]) -> None:
+                 deliver: Callable[[dict[TopicPartition, ProducePartitionResponse]], None] | None
+                 ) -> None:
         super().__init__(delay_ms)
         self.status = status
         self.manager = manager
@@ -89,10 +90,13 @@ class DelayedProduce(DelayedOperation):
         return self.force_complete()
 
     def on_complete(self) -> None:
+        """Build the responses (kept in ``responses``) and hand them to ``deliver``, if set
+        (none while the op is first checked: an op complete at once is answered directly)."""
         self.responses = {tp: _with_error(st.response, Errors.REQUEST_TIMED_OUT)
                           if st.acks_pending else st.response
                           for tp, st in self.status.items()}
-        self.deliver(self.responses)
+        if self.deliver is not None:
+            self.deliver(self.responses)
 
     def on_expiration(self) -> None:
         self.manager._record_produce_expiration(
@@ -241,6 +245,7 @@ class DelayedSessionFetch(DelayedFetch):
                  reads: Sequence[LogReadResult], manager: ReplicaManager,
                  deliver: Callable[[FetchResponse], None]) -> None:
         super().__init__(params, (), manager, deliver, context)
+        self._incremental = context
         self.session = context.session
         # what the first check (at park, straight after the reads) counts: not the reads that
         # stopped at the log end on the fast path, each 0 bytes and no completion while the
@@ -352,8 +357,12 @@ class DelayedSessionFetch(DelayedFetch):
         manager = self.manager
         manager._session_fetch_done(self)
         parts = manager._session_pending_reads(self.session)
-        self._respond(manager._read_from_log(self.params, parts, read_from_purgatory=True)
-                      if parts else ())
+        results = (manager._read_from_log(self.params, parts, read_from_purgatory=True)
+                   if parts else ())
+        # DelayedFetch._respond for a follower's fetch in a session
+        manager._record_delayed_fetch_completion(True)
+        self.response = self._incremental.generate(results, manager.clock.milliseconds())
+        self.deliver(self.response)
 
 
 def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:

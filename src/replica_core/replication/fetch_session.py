@@ -167,6 +167,37 @@ class FetchSession:
         self.log_start[i] = fp.log_start_offset
         return i
 
+    def fill(self, parts: Sequence[FetchPartition], hws: Sequence[int],
+             log_starts: Sequence[int]) -> None:
+        """A new session's partitions in order, with the HW and log start sent for each: what
+        :meth:`upsert` of each then caching its HW and log start gives, column by column (the
+        partitions of a full fetch's response; repeated partitions go one at a time)."""
+        n = len(parts)
+        index = {fp.tp: i for i, fp in enumerate(parts)}
+        if self.index or self.n or len(index) != n:
+            for fp, hw, start in zip(parts, hws, log_starts, strict=True):
+                i = self.upsert(fp)
+                self.cached_hw[i] = hw
+                self.cached_log_start[i] = start
+            return
+        if len(hws) != n or len(log_starts) != n:
+            raise ValueError(f"{n} partitions with {len(hws)} HWs and {len(log_starts)} log starts")
+        cap = self.columns.shape[1]
+        while cap < n:
+            cap *= 2
+        if cap != self.columns.shape[1]:
+            self._allocate(cap, self.columns)
+        self.index = index
+        self.parts = list(parts)
+        self.n = n
+        self._order[:n] = np.arange(n)
+        self.fetch_offset[:n] = [fp.fetch_offset for fp in parts]
+        self.req_epoch[:n] = [fp.current_leader_epoch for fp in parts]
+        self.log_start[:n] = [fp.log_start_offset for fp in parts]
+        self.cached_hw[:n] = hws
+        self.cached_log_start[:n] = log_starts
+        self.gen = -1  # new partitions need their rows
+
     def forget(self, tp: TopicPartition) -> bool:
         i = self.index.pop(tp, None)
         if i is None:
@@ -210,26 +241,6 @@ class FetchSession:
         parts = self.parts
         return [parts[i] for i in self.index.values()]  # type: ignore[misc]
 
-    # ---- response filter -------------------------------------------------------------------
-    def must_respond(self, i: int, r: LogReadResult, update: bool) -> bool:
-        """``CachedPartition.maybeUpdateResponseData``: must slot ``i`` be in the response for
-        read ``r``? With ``update``, cache the HW and log start sent (HW −1 after an error)."""
-        must = r.size > 0 or r.diverging_epoch is not None
-        hw = r.high_watermark
-        if self.cached_hw[i] != hw:
-            must = True
-            if update:
-                self.cached_hw[i] = hw
-        if self.cached_log_start[i] != r.log_start_offset:
-            must = True
-            if update:
-                self.cached_log_start[i] = r.log_start_offset
-        if r.error != _NO_ERROR:
-            must = True
-            if update:
-                self.cached_hw[i] = INVALID_HIGH_WATERMARK
-        return must
-
     # ---- rows in the leader's state table --------------------------------------------------
     def refresh_rows(self, lookup: Any, gen: int) -> None:
         """Map every partition to its (row, replica slot) for this session's follower, once
@@ -238,9 +249,14 @@ class FetchSession:
         if gen == self.gen:
             return
         self.gen = gen
-        rows, slots, replica = self.rows, self.slots, self.replica_id
-        for tp, i in self.index.items():
-            rows[i], slots[i] = lookup(tp, replica)
+        index = self.index
+        if not index:
+            return
+        replica = self.replica_id
+        pairs = [lookup(tp, replica) for tp in index]
+        columns = list(index.values())
+        self.rows[columns] = [pair[0] for pair in pairs]
+        self.slots[columns] = [pair[1] for pair in pairs]
 
 
 # ---- fetch contexts (Kafka's FetchContext family) ------------------------------------------
@@ -302,10 +318,8 @@ class FullFetchContext:
         def create(session_id: int) -> FetchSession:
             session = FetchSession(session_id, self.privileged, self.replica_id, now_ms,
                                    next_epoch(INITIAL_EPOCH))
-            for r in results:
-                i = session.upsert(by_tp[r.tp])
-                session.cached_hw[i] = r.high_watermark
-                session.cached_log_start[i] = r.log_start_offset
+            session.fill([by_tp[r.tp] for r in results], [r.high_watermark for r in results],
+                         [r.log_start_offset for r in results])
             return session
 
         session_id = self.cache.maybe_create_session(now_ms, self.privileged, len(results),
@@ -337,16 +351,38 @@ class IncrementalFetchContext:
         if not results:  # nothing read (an idle long poll expiring): the empty response
             return FetchResponse(_NO_ERROR, (), session_id=session.id)
         index = session.index
+        cached_hw = session.cached_hw
+        cached_log_start = session.cached_log_start
         kept = []
         for r in results:
-            i = index.get(r.tp)
+            tp = r.tp
+            i = index.get(tp)
             if i is None:
                 continue
-            if session.must_respond(i, r, True):
-                kept.append(r)
-                if r.size > 0:
-                    session.move_to_end(r.tp)
-        return FetchResponse(_NO_ERROR, partition_responses(kept), session_id=session.id)
+            # CachedPartition.maybeUpdateResponseData: in the response when it has records, a
+            # diverging epoch, an error, or a HW or log start other than the one last sent
+            # (cached here; HW −1 after an error, so the next response carries it again)
+            sent = r.size > 0
+            must = sent or r.diverging_epoch is not None
+            hw = r.high_watermark
+            if cached_hw.item(i) != hw:
+                must = True
+                cached_hw[i] = hw
+            log_start = r.log_start_offset
+            if cached_log_start.item(i) != log_start:
+                must = True
+                cached_log_start[i] = log_start
+            if r.error != _NO_ERROR:
+                must = True
+                cached_hw[i] = INVALID_HIGH_WATERMARK
+            if must:
+                entry = r.entry
+                if entry is None:
+                    entry = r.entry = _entry(r)
+                kept.append(entry)
+                if sent:
+                    session.move_to_end(tp)
+        return FetchResponse(_NO_ERROR, tuple(kept), session_id=session.id)
 
 
 FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext | \
@@ -355,11 +391,21 @@ FetchContext = SessionErrorContext | SessionlessFetchContext | FullFetchContext 
 
 def partition_responses(results: Iterable[LogReadResult]
                         ) -> tuple[FetchPartitionResponse, ...]:
-    """The response entries for reads, in read order (``FetchPartitionData`` → wire)."""
-    return tuple([
-        FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
-                               r.log_start_offset, r.log_end_offset, r.records, r.diverging_epoch)
-        for r in results])
+    """The response entries for reads, in read order (``FetchPartitionData`` → wire); each
+    read's entry is made once (a read shared by several fetches answers each with it)."""
+    out = []
+    for r in results:
+        entry = r.entry
+        if entry is None:
+            entry = r.entry = _entry(r)
+        out.append(entry)
+    return tuple(out)
+
+
+def _entry(r: LogReadResult) -> FetchPartitionResponse:
+    return FetchPartitionResponse(r.tp, r.error, r.high_watermark, r.last_stable_offset,
+                                  r.log_start_offset, r.log_end_offset, r.records,
+                                  r.diverging_epoch)
 
 
 class FetchManager:

@@ -9,7 +9,9 @@ Sessions here carry no topic ids (fetch versions < 13), so Kafka's ``usesTopicId
 
 Kafka keeps four indexes: sessions by id, ``lastUsed`` ordered by :class:`LastUsedKey`, and the
 two eviction candidates ``evictableByPrivileged`` / ``evictableByAll`` ordered by
-:class:`EvictableKey`. Time is passed in (``now_ms``), never read from a clock.
+:class:`EvictableKey`. Time is passed in (``now_ms``), never read from a clock. ``lastUsed`` is
+re-keyed on every fetch of a session and read only to evict, so it is kept as the sessions in
+touch order (:class:`_LastUsedIndex`), which is its TreeMap order while time does not go back.
 """
 from __future__ import annotations
 
@@ -117,6 +119,60 @@ class _SortedIndex(Generic[K, V]):
         return key, live[key]
 
 
+class _LastUsedIndex(Generic[S]):
+    """Kafka's ``lastUsed`` TreeMap (sessions by :class:`LastUsedKey`) as an insertion-ordered
+    dict of the sessions, each moved to the end when touched.
+
+    While every touch comes at a time no earlier than the one before (a clock that does not go
+    back), the dict's order is ``last_used_ms`` order, so the least recently used session is
+    the one with the smallest id among the leading run of equal ``last_used_ms``: a touch is a
+    dict pop and insert, with no key built. A touch at an earlier time than a previous one
+    turns the order off for good, and :meth:`first` then takes the minimum over all sessions.
+    """
+
+    __slots__ = ("_map", "_latest_ms", "_ordered")
+
+    def __init__(self) -> None:
+        self._map: dict[int, S] = {}
+        self._latest_ms = -(2**63)
+        self._ordered = True
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    def touch(self, session: S, now_ms: int) -> None:
+        """(Re)file ``session`` as used at ``now_ms`` (sets its ``last_used_ms``)."""
+        session.last_used_ms = now_ms
+        m = self._map
+        m.pop(session.id, None)
+        m[session.id] = session
+        if now_ms >= self._latest_ms:
+            self._latest_ms = now_ms
+        else:
+            self._ordered = False
+
+    def remove(self, session: S) -> None:
+        """Drop the session with ``session``'s id (as the cache's own map does)."""
+        self._map.pop(session.id, None)
+
+    def first(self) -> S | None:
+        """The session with the smallest (``last_used_ms``, id), or None."""
+        m = self._map
+        if not m:
+            return None
+        if not self._ordered:
+            return min(m.values(), key=_last_used_key)
+        best: S | None = None
+        for session in m.values():
+            if best is None:
+                best = session
+            elif session.last_used_ms != best.last_used_ms:
+                break
+            elif session.id < best.id:
+                best = session
+        return best
+
+
 class FetchSessionCache(Generic[S]):
     """Kafka's FetchSessionCache: at most ``max_entries`` sessions; eviction per :meth:`try_evict`.
 
@@ -134,7 +190,7 @@ class FetchSessionCache(Generic[S]):
         self.eviction_ms = eviction_ms
         self._rng = rng if rng is not None else np.random.default_rng(0)
         self._sessions: dict[int, S] = {}
-        self._last_used: _SortedIndex[LastUsedKey, S] = _SortedIndex()
+        self._last_used: _LastUsedIndex[S] = _LastUsedIndex()
         self._evictable_by_all: _SortedIndex[EvictableKey, S] = _SortedIndex()
         self._evictable_by_privileged: _SortedIndex[EvictableKey, S] = _SortedIndex()
         self._num_partitions = 0
@@ -205,8 +261,8 @@ class FetchSessionCache(Generic[S]):
         oldest = self._last_used.first()
         if oldest is None:
             return False
-        if now_ms - oldest[0].last_used_ms > self.eviction_ms:
-            self.remove(oldest[1])
+        if now_ms - oldest.last_used_ms > self.eviction_ms:
+            self.remove(oldest)
             self.evictions += 1
             return True
         index = self._evictable_by_privileged if privileged else self._evictable_by_all
@@ -226,7 +282,7 @@ class FetchSessionCache(Generic[S]):
                 return None
         else:
             session = session_or_id
-        self._last_used.remove(_last_used_key(session))
+        self._last_used.remove(session)
         key = _evictable_key(session)
         self._evictable_by_all.remove(key)
         self._evictable_by_privileged.remove(key)
@@ -252,13 +308,9 @@ class FetchSessionCache(Generic[S]):
             if (old_size == len(session) and (previous_ms - session.creation_ms > eviction_ms)
                     == (now_ms - session.creation_ms > eviction_ms)):
                 if previous_ms != now_ms:
-                    self._last_used.remove(LastUsedKey(previous_ms, session.id))
-                    session.last_used_ms = now_ms
-                    self._last_used.put(LastUsedKey(now_ms, session.id), session)
+                    self._last_used.touch(session, now_ms)
                 return
-        self._last_used.remove(_last_used_key(session))
-        session.last_used_ms = now_ms
-        self._last_used.put(_last_used_key(session), session)
+        self._last_used.touch(session, now_ms)
 
         if old_size != -1:
             old_key = _evictable_key(session)

@@ -82,6 +82,10 @@ class OffsetSnapshot(NamedTuple):
     last_stable_offset: Any
 
 
+_ACT = FETCH_EXPAND | FETCH_HW_MOVED
+"""The follower-fetch kernel flags that leave work to :meth:`Partition._after_fetch`."""
+
+
 def _optional_epoch(epoch: int) -> int | None:
     """Kafka's ``optionalEpoch``: a request epoch < 0 means "not given"."""
     return epoch if epoch >= 0 else None
@@ -89,6 +93,12 @@ def _optional_epoch(epoch: int) -> int | None:
 
 class Partition:
     """Kafka's ``Partition`` for ``tp`` on broker ``context.broker_id``."""
+
+    __slots__ = ('tp', 'broker_id', 'table', 'clock', 'config', '_broker_epoch', 'isr_listener',
+        'delayed', 'alter_partition', 'logs', 'rows', 'metadata', 'log', 'leader_id',
+        'leader_epoch', 'partition_epoch', 'controller_epoch', 'leader_epoch_start_offset',
+        'replicas', 'adding_replicas', 'removing_replicas', 'leader_recovery_state', 'topic_id',
+        'row', '_slot_of', '_pending', '_pending_shrunk', '__weakref__')
 
     def __init__(self, tp: TopicPartition, context: PartitionContext) -> None:
         self.tp = tp
@@ -423,6 +433,12 @@ class Partition:
                       f"in leader epoch {self.leader_epoch}")
         return slot
 
+    def follower_slot(self, replica_id: int) -> int:
+        """The slot of follower ``replica_id`` in this leader's state-table row; −1 when it is
+        not a follower here (the table's own ``slot`` answer for a follower, without its
+        row scan)."""
+        return self._slot_of.get(replica_id, -1)
+
     def read_records(self, log: Any, fetch_offset: int, current_leader_epoch: int,
                      last_fetched_epoch: int, max_bytes: int, isolation: str,
                      min_one_message: bool, *, epoch_checked: bool = False) -> LogReadInfo:
@@ -488,6 +504,8 @@ class Partition:
         flags = table.kernels.follower_fetch_hw(self.row, slot, fetch_offset, follower_log_start,
                                                 fetch_time_ms, leader_end_offset, broker_epoch,
                                                 table.replica_lag_time_max_ms)
+        if not flags & _ACT:  # no expansion to propose, the HW did not move: nothing else to do
+            return False
         return self._after_fetch(slot, flags, fetch_time_ms)
 
     def after_follower_fetch(self, slot: int, leo_changed: bool, now_ms: int) -> bool:
@@ -498,6 +516,8 @@ class Partition:
         table = self.table
         flags = table.kernels.expand_or_hw(self.row, slot, leo_changed, now_ms,
                                            table.replica_lag_time_max_ms)
+        if not flags & _ACT:
+            return False
         return self._after_fetch(slot, flags, now_ms)
 
     def _after_fetch(self, slot: int, flags: int, now_ms: int) -> bool:

@@ -162,19 +162,28 @@ class Purgatory(Generic[T]):
         if not ops:
             return 0
         completed = 0
-        # Completion callbacks may watch new ops under this key: walk a snapshot, then keep what
-        # is still pending plus anything appended meanwhile.
-        snapshot = list(ops)
-        for op in snapshot:
+        watchers = self._watchers
+        if len(ops) == 1:  # the common case: one op watches the key
+            op = ops[0]
             if not op._completed and op.try_complete():
-                completed += 1
-        current = self._watchers.get(key)
+                completed = 1
+        else:
+            # Completion callbacks may watch new ops under this key: walk a snapshot, then keep
+            # what is still pending plus anything appended meanwhile.
+            for op in list(ops):
+                if not op._completed and op.try_complete():
+                    completed += 1
+        current = watchers.get(key)
         if current is not None:
+            if len(current) == 1:
+                if current[0]._completed:
+                    del watchers[key]
+                return completed  # else it stays as it is
             pending = [op for op in current if not op._completed]
             if pending:
-                self._watchers[key] = pending
+                watchers[key] = pending
             else:
-                del self._watchers[key]
+                del watchers[key]
         return completed
 
     def cancel_for_key(self, key: Hashable) -> list[T]:

@@ -62,6 +62,7 @@ from replica_core.replication.messages import (
     AlterPartitionResult,
     EpochEndOffset,
     FetchPartition,
+    FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
     InitialFetchState,
@@ -127,7 +128,7 @@ class LogReadResult:
 
     __slots__ = ("tp", "error", "records", "fetch_offset_metadata", "diverging_epoch",
                  "high_watermark", "log_start_offset", "log_end_offset", "last_stable_offset",
-                 "size")
+                 "size", "entry")
 
     def __init__(self, tp: TopicPartition, error: Errors, records: Any = b"",
                  fetch_offset_metadata: Any = None, diverging_epoch: EpochEndOffset | None = None,
@@ -143,6 +144,9 @@ class LogReadResult:
         self.log_end_offset = log_end_offset
         self.last_stable_offset = last_stable_offset
         self.size: int = records.nbytes if isinstance(records, memoryview) else len(records)
+        self.entry: FetchPartitionResponse | None = None
+        """The response entry made from this read (built once, by ``partition_responses``:
+        a read shared by several parked fetches gives them the same immutable entry)."""
 
     at_log_end = False
     """True only for a :class:`LogEndReadResult`."""
@@ -189,19 +193,20 @@ class _PartitionHooks:
     """The replica manager as its partitions' narrow collaborators (``PartitionContext``):
     ISR change listener, delayed operations, AlterPartition sender, log factory, row registry."""
 
-    __slots__ = ("_rm",)
+    __slots__ = ("_rm", "on_leader_hw_incremented")
 
     def __init__(self, rm: ReplicaManager) -> None:
         self._rm = rm
+        # the manager's own hook, bound once: a leader's HW advance completes delayed
+        # produce/fetch without a forwarding frame
+        self.on_leader_hw_incremented: Callable[[TopicPartition], None] = \
+            rm._on_leader_hw_incremented
 
     def mark_isr_change(self, tp: TopicPartition, *, expanded: bool) -> None:
         self._rm._record_isr_change(tp, expanded=expanded)
 
     def mark_failed(self) -> None:
         self._rm._mark_failed_isr_update()
-
-    def on_leader_hw_incremented(self, tp: TopicPartition) -> None:
-        self._rm._on_leader_hw_incremented(tp)
 
     def on_follower_hw_changed(self, tp: TopicPartition) -> None:
         self._rm._try_complete_delayed_fetch_as_follower(tp)
@@ -225,6 +230,16 @@ class _PartitionHooks:
 
 class ReplicaManager:
     """Kafka's ReplicaManager for broker ``broker_id`` over ``log_manager``'s logs."""
+
+    __slots__ = ('broker_id', 'log_manager', 'config', 'clock', 'alter_partition', 'broker_epoch',
+        'fence_stale_controller_requests', 'fetcher_manager', 'isr_change_listener',
+        'controller_epoch', 'metadata_cache', 'table', '_partition_context', 'produce_purgatory',
+        'fetch_purgatory', 'fetch_manager', '_parked_sessions', '_shared_reads', '_leadership_gen',
+        '_partitions',
+        '_by_row', '_unsent', '_retry', '_drained', '_ineligible', 'broker_epochs',
+        '_isr_change_set', '_last_isr_change_ms', '_last_isr_propagation_ms',
+        '_next_isr_shrink_ms', '_next_isr_propagation_ms', '_next_hw_checkpoint_ms',
+        'last_initial_fetch_states', '_counters', '_shut_down', 'connections', '__weakref__')
 
     def __init__(self, broker_id: int, log_manager: Any,
                  config: ReplicaConfig | Mapping[str, Any] | None = None, *, clock: Clock,
@@ -267,6 +282,11 @@ class ReplicaManager:
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, rng=session_id_rng))
         self._parked_sessions: dict[int, DelayedSessionFetch] = {}
+        self._shared_reads: dict[tuple[Any, ...], tuple[Any, Any, LogReadResult]] | None = None
+        """While one change completes the parked session fetches watching a partition: the
+        purgatory reads made so far (with the log end position and log they were made at), for
+        the next fetch of the same read (see :meth:`_try_complete_delayed_fetch`); None
+        otherwise."""
         self._leadership_gen = 0
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_row: dict[int, Partition] = {}
@@ -514,34 +534,40 @@ class ReplicaManager:
         the maximal ISR fell below min ISR). acks=0 still returns the values: the transport
         sends nothing (Kafka closes the connection on an error instead).
         """
-        entries = {tp if type(tp) is TopicPartition else TopicPartition(*tp): v
-                   for tp, v in entries.items()}
+        for key in entries:
+            if type(key) is not TopicPartition:
+                entries = {tp if type(tp) is TopicPartition else TopicPartition(*tp): v
+                           for tp, v in entries.items()}
+                break
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
         results: dict[TopicPartition, ProducePartitionResponse] = {}
-        required: dict[TopicPartition, int] = {}
+        required: list[int] = []  # per partition, in request order
         client = origin == "client"
         ok = False  # at least one partition appended
         for tp, records in entries.items():
             # ProduceRequest.validateRecords: not exactly one whole v2 batch never reaches the log
             bad = produce_records_error(records) if client else None
             if bad is not None:
-                results[tp], required[tp] = ProducePartitionResponse(bad.code), 0
+                results[tp] = ProducePartitionResponse(bad.code)
+                required.append(0)
                 continue
-            response, required[tp] = self._append_to_local_log(tp, records, acks, origin)
+            response, offset = self._append_to_local_log(tp, records, acks, origin)
             results[tp] = response
-            if response.error_code == Errors.NONE:
+            required.append(offset)
+            if response.error_code == _NO_ERROR:
                 ok = True
         if not (acks == ACKS_ALL and ok):
             return results
-        status = {tp: ProducePartitionStatus(required[tp], results[tp]) for tp in entries}
-        delivery = _Delivery(callback)
-        op = DelayedProduce(timeout_ms, status, self, delivery)
+        status = {tp: ProducePartitionStatus(offset, response)
+                  for (tp, response), offset in zip(results.items(), required, strict=True)}
+        # no callback while first checked: complete at once, the responses are returned here
+        op = DelayedProduce(timeout_ms, status, self, None)
         # try_complete changes nothing but the op's own status: no second check after watching
         self.produce_purgatory.try_complete_else_watch(op, list(entries), recheck=False)
-        if delivery.done:
-            return delivery.value
-        delivery.parked = True
+        if op.responses is not None:
+            return op.responses
+        op.deliver = callback  # parked: its completion answers through the callback
         return None
 
     def _append_to_local_log(self, tp: TopicPartition, records: Any, acks: int, origin: str
@@ -620,7 +646,8 @@ class ReplicaManager:
                 immediate = True
         if immediate or readable >= params.min_bytes:
             response = context.generate(results, now)
-            self._flush_alter_partition()
+            if self._unsent:
+                self._flush_alter_partition()
             return response
         delivery = _Delivery(callback)
         op: DelayedFetch
@@ -635,7 +662,8 @@ class ReplicaManager:
             keys = [info.tp for info in parts]
         # a fetch's try_complete changes only its own counts: one check is enough
         self.fetch_purgatory.try_complete_else_watch(op, keys, recheck=False)
-        self._flush_alter_partition()
+        if self._unsent:
+            self._flush_alter_partition()
         if delivery.done:
             return delivery.value
         delivery.parked = True
@@ -671,7 +699,7 @@ class ReplicaManager:
         p = self._partitions.get(tp)
         if p is None or not p.is_leader or p.row < 0:
             return -1, -1
-        slot = self.table.slot(p.row, replica_id)
+        slot = p.follower_slot(replica_id)
         return (p.row, slot) if slot > 0 else (-1, -1)
 
     def _session_fetch_done(self, op: DelayedSessionFetch) -> None:
@@ -684,9 +712,21 @@ class ReplicaManager:
         self.fetch_purgatory.check_and_complete(tp)
         parked = self._parked_sessions
         if parked:
-            for op in list(parked.values()):
-                if tp in op.session.index:
-                    op.try_complete_after(tp)
+            # The fetches this change completes re-read the log without changing it (a read
+            # from the purgatory updates no follower state), all within this call: no fault
+            # or other event comes in between. The same read — same partition, offset, byte
+            # cap, log end position, HW and log start — is made once and its result shared
+            # (each follower's own checks, fencing and replica slot, still run per fetch).
+            outer = self._shared_reads
+            if outer is None:
+                self._shared_reads = {}
+            try:
+                for op in list(parked.values()):
+                    if tp in op.session.index:
+                        op.try_complete_after(tp)
+            finally:
+                if outer is None:
+                    self._shared_reads = None
 
     def _try_complete_delayed_fetch_as_follower(self, tp: TopicPartition) -> None:
         """:meth:`_try_complete_delayed_fetch` after a change to ``tp`` as a follower here (an
@@ -750,6 +790,8 @@ class ReplicaManager:
         hard_limit = params.hard_max_bytes_limit
         results: list[LogReadResult] = []
         partitions = self._partitions
+        # reads shared between the parked fetches one change completes (purgatory reads only)
+        shared = self._shared_reads if read_from_purgatory else None
         for info in parts:
             tp = info.tp
             partition = partitions.get(tp)
@@ -782,13 +824,23 @@ class ReplicaManager:
                     if fetch_offset == leo:
                         res = LogEndReadResult(tp, _NO_ERROR, b"", log.log_end_offset_metadata,
                                                None, hw, log_start, leo, hw)
+                    elif shared is not None:
+                        cap = min(info.partition_max_bytes, limit)
+                        key = (tp, fetch_offset, cap, min_one_message, hard_limit)
+                        hit = shared.get(key)
+                        end_meta = log.log_end_offset_metadata
+                        if (hit is not None and hit[0] is end_meta and hit[1] is log
+                                and hit[2].high_watermark == hw
+                                and hit[2].log_start_offset == log_start):
+                            res = hit[2]
+                        else:
+                            res = _read_to_log_end(tp, log, fetch_offset, leo, hw, log_start,
+                                                   cap, min_one_message, hard_limit)
+                            shared[key] = (end_meta, log, res)
                     else:
-                        fetched = log.read(fetch_offset, min(info.partition_max_bytes, limit),
-                                           isolation=ISOLATION_LOG_END,
-                                           min_one_message=min_one_message)
-                        res = LogReadResult(tp, _NO_ERROR, _sendable(fetched, hard_limit),
-                                            fetched.fetch_offset_metadata, None, hw, log_start,
-                                            leo, hw)
+                        res = _read_to_log_end(tp, log, fetch_offset, leo, hw, log_start,
+                                               min(info.partition_max_bytes, limit),
+                                               min_one_message, hard_limit)
                     diverging = None
                 else:
                     read = partition.read_records(
@@ -1004,7 +1056,8 @@ class ReplicaManager:
                 partition = self._partitions.get(tp)
                 if partition is not None and partition.pending_alter_partition is item:
                     self._unsent.setdefault(tp, item)
-        self._flush_alter_partition()
+        if self._unsent:
+            self._flush_alter_partition()
         if now >= self._next_isr_propagation_ms:
             self.maybe_propagate_isr_changes(now)
             self._next_isr_propagation_ms = _next_due(self._next_isr_propagation_ms,
@@ -1157,6 +1210,16 @@ class ReplicaManager:
                "IncrementalFetchSessionEvictionsPerSec": cache.evictions}
         out.update(self._counters)
         return out
+
+
+def _read_to_log_end(tp: TopicPartition, log: Any, fetch_offset: int, leo: int, hw: int,
+                     log_start: int, max_bytes: int, min_one_message: bool, hard_limit: bool
+                     ) -> LogReadResult:
+    """A follower's read that cannot diverge, below the LEO, up to it."""
+    fetched = log.read(fetch_offset, max_bytes, isolation=ISOLATION_LOG_END,
+                       min_one_message=min_one_message)
+    return LogReadResult(tp, _NO_ERROR, _sendable(fetched, hard_limit),
+                         fetched.fetch_offset_metadata, None, hw, log_start, leo, hw)
 
 
 def _sendable(fetched: Any, hard_max_bytes_limit: bool) -> Any:

@@ -95,6 +95,10 @@ class ReplicaStateTable:
     first); the owner maps topic-partitions to indexes.
     """
 
+    __slots__ = ('broker_id', 'replica_lag_time_max_ms', 'kernel_module', 'capacity',
+        'max_replicas', 'scan_bound', '_free', '_size', '_out_hw', '_changed', '_mask', 'kernels',
+        '__weakref__') + tuple(name for name, _, _ in _PARTITION_COLUMNS + _SLOT_COLUMNS)
+
     leader_leo: npt.NDArray[np.int64]
     hw: npt.NDArray[np.int64]
     leader_epoch: npt.NDArray[np.int32]
@@ -387,11 +391,12 @@ class ReplicaStateTable:
         self._check(p)
         isr_set = {int(b) for b in isr}
         n = int(self.n_replicas[p])
-        ids = self.replica_id[p, :n]
-        unknown = isr_set - {int(b) for b in ids}
+        ids = self.replica_id[p, :n].tolist()
+        unknown = isr_set.difference(ids)
         if unknown:
             raise ValueError(f"ISR members {sorted(unknown)} are not assigned")
-        member = np.isin(ids, list(isr_set)).astype(np.uint8)
+        # a replica set is a handful of ids: a plain membership test per slot
+        member = [1 if b in isr_set else 0 for b in ids]
         self.in_isr[p, :n] = member
         self.in_max_isr[p, :n] = member
         self.isr_state[p] = IsrState.COMMITTED

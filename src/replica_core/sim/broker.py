@@ -398,6 +398,13 @@ def _leo(rm: ReplicaManager, tp: TopicPartition) -> int:
 class SimBroker:
     """One broker of a :class:`~replica_core.sim.cluster.Cluster`."""
 
+    __slots__ = ('cluster', 'loop', 'network', 'broker_id', 'storage', '_tmpdir', 'rng',
+        'session_rng', 'alive', 'crash_mode', 'incarnation', 'broker_epoch', 'boot_broker_epoch',
+        'registered', 'lm', 'rm', 'fetcher_manager', '_parked_fetch', 'slow_factors',
+        '_fsyncs_seen', '_tick_timer', '_tick_at', '_file_deletion_timer', '_file_deletion_at',
+        '_hb_timer', '_register_failures', '_lifecycle_rng', '_parked_produce', '_produce_seq',
+        '_fetch_seq', 'log_dir', 'medium', '__weakref__')
+
     def __init__(self, cluster: Cluster, broker_id: int, *, storage: str = "memory") -> None:
         self.cluster = cluster
         self.loop = cluster.loop
@@ -963,11 +970,13 @@ class _FetchReply:
         broker._parked_fetch.pop(self.key, None)  # noqa: SLF001
         size = 32
         partitions = response.partitions
-        for p in partitions:
-            records = p.records
-            size += 40 + (records.nbytes if isinstance(records, memoryview) else len(records))
         if partitions:
-            broker.cluster.checker.leader_touched(broker, [p.tp for p in partitions])
+            tps = []
+            for p in partitions:
+                records = p.records
+                size += 40 + (records.nbytes if isinstance(records, memoryview) else len(records))
+                tps.append(p.tp)
+            broker.cluster.checker.leader_touched(broker, tps)
         self.respond(response, size)
 
 

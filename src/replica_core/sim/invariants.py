@@ -364,6 +364,7 @@ class InvariantChecker:
             tracked = self._leader_hw[bid] = {}
         checks = self.checks
         partition = rm.partition
+        n = 0  # partitions checked: added to both counts once, after the loop (or at a failure)
         for tp in tps:
             p = partition(tp)
             if p is None or not p.is_leader:
@@ -373,8 +374,9 @@ class InvariantChecker:
                 continue
             hw = p.high_watermark
             leo = lg.log_end_offset
-            checks["hw"] += 1
             if hw > leo:
+                checks["hw"] += n + 1
+                checks["leader_hw"] += n
                 self.fail("hw_le_leo", f"leader {bid} of {tp}: HW {hw} > LEO {leo}")
             epoch = p.leader_epoch
             last = tracked.get(tp)
@@ -382,10 +384,15 @@ class InvariantChecker:
                 tracked[tp] = (epoch, hw)
             elif hw != last[1]:
                 if hw < last[1]:
+                    checks["hw"] += n + 1
+                    checks["leader_hw"] += n
                     self.fail("leader_hw_monotonic", f"leader {bid} of {tp} in epoch {epoch}: "
                               f"HW went from {last[1]} to {hw}")
                 tracked[tp] = (epoch, hw)
-            checks["leader_hw"] += 1
+            n += 1
+        if n:
+            checks["hw"] += n
+            checks["leader_hw"] += n
 
     def follower_fetched(self, broker: SimBroker, response: FetchResponse,
                          leos_before: dict[TopicPartition, int]) -> None:

@@ -234,6 +234,11 @@ def simulate(scenario: Scenario, *, progress: Progress | None = None,
         finally:
             cluster.close()
     finally:
+        # What the run allocated joins the setup's objects in the oldest generation, unscanned:
+        # a young collection here would walk all of it and free nothing, since the finished
+        # cluster's cycles run through the setup's objects, which only a full collection
+        # examines (measured: 0 objects freed, 0.06 s at 3,000 partitions, 0.3 s at 10,000).
+        gc.freeze()
         gc.unfreeze()
         gc.set_threshold(*thresholds)
         if collecting:

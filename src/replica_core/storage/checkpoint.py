@@ -302,9 +302,12 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
         return _java_int(fields[0]), _java_int(fields[1], _INT64)
 
     def encode(self, entries: Iterable[tuple[int, int]]) -> bytes:
-        """As :meth:`CheckpointFile.encode`, in one format call per entry."""
-        body = [f"{int(epoch)} {int(start)}\n" for epoch, start in entries]
-        return f"{self.version}\n{len(body)}\n{''.join(body)}".encode()
+        """As :meth:`CheckpointFile.encode`, in one format call per entry (``%d`` writes what
+        ``int`` of the number does)."""
+        body = [b"%d %d\n" % (epoch, start) for epoch, start in entries]
+        if len(body) == 1:  # the common cache: one epoch
+            return b"%d\n1\n%b" % (self.version, body[0])
+        return b"%d\n%d\n%b" % (self.version, len(body), b"".join(body))
 
     def decode(self, raw: bytes) -> list[tuple[int, int]]:
         """As :meth:`CheckpointFile.decode`; a file exactly as :meth:`encode` writes it (version
@@ -326,7 +329,11 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         """Replace the checkpoint (atomic; synchronous; Kafka writes it on every change of the
         cache)."""
-        self.write_entries(entries)
+        data = self.encode(entries)  # write_entries, inlined (the cache writes on every assign)
+        try:
+            self.medium.write_atomic(self.path, data)
+        except OSError as e:
+            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
 
     def write_if_dir_exists(self, entries: Iterable[tuple[int, int]]) -> bool:
         """Write unless the partition directory is gone (being deleted); False then."""

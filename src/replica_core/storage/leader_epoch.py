@@ -44,10 +44,11 @@ class LeaderEpochCache:
         if epoch < 0 or start < 0:
             raise ValueError(f"Received invalid partition leader epoch entry "
                              f"EpochEntry(epoch={epoch}, startOffset={start})")
-        if not self._update_needed(epoch, start):
+        epochs, starts = self._epochs, self._starts
+        # _update_needed, inlined
+        if epochs and epoch == epochs[-1] and start >= starts[-1]:
             return False
         # Drop, from the end, every entry that would break monotonicity of epochs or offsets.
-        epochs, starts = self._epochs, self._starts
         while epochs and (epochs[-1] >= epoch or starts[-1] >= start):
             epochs.pop()
             starts.pop()
@@ -63,7 +64,9 @@ class LeaderEpochCache:
         removed first. Negative values → ``ValueError``. Returns whether the cache changed.
         """
         if self._assign(int(epoch), int(start_offset)):
-            self._write()
+            checkpoint = self._checkpoint  # _write, inlined
+            if checkpoint is not None:
+                checkpoint.write(list(zip(self._epochs, self._starts, strict=True)))
             return True
         return False
 
@@ -106,7 +109,7 @@ class LeaderEpochCache:
 
     def _write(self) -> None:
         if self._checkpoint is not None:
-            self._checkpoint.write(self.entries())
+            self._checkpoint.write(list(zip(self._epochs, self._starts, strict=True)))
 
     def _write_if_dir_exists(self) -> None:
         if self._checkpoint is not None:

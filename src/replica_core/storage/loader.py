@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 # KRaft snapshot deletions are handled by the raft layer (LogLoader skips them too)
 _SNAPSHOT_DELETE_SUFFIX = ".checkpoint.deleted"
+_TEMP_SUFFIXES = (DELETED_FILE_SUFFIX, CLEANED_FILE_SUFFIX, SWAP_FILE_SUFFIX)
 
 
 @dataclass
@@ -195,6 +196,8 @@ class LogLoader:
         cleaned: list[str] = []
         min_cleaned = None
         for name in self._files():
+            if not name.endswith(_TEMP_SUFFIXES):
+                continue  # most names: none of the three
             if name.endswith(DELETED_FILE_SUFFIX) and not name.endswith(_SNAPSHOT_DELETE_SUFFIX):
                 self._remove(name)
                 self.report.deleted_temp_files.append(name)

@@ -297,6 +297,11 @@ def _join(dir: str, name: str) -> str:
     return dir + name if not dir or dir[-1] == "/" else dir + "/" + name
 
 
+# what a new log at offset 0 starts with (immutable, shared): its high watermark (the offset
+# only) and its log end (offset 0 at the start of segment 0)
+_OFFSET_0_ONLY = LogOffsetMetadata(0)
+_OFFSET_0_AT_0 = LogOffsetMetadata(0, 0, 0)
+
 # (log start offset, segment.index.bytes) -> the files of a new partition directory
 _NEW_DIR_FILES: dict[tuple[int, int], tuple[tuple[str, int], ...]] = {}
 
@@ -364,11 +369,8 @@ class _NewLogSegments(LogSegments):
                                       jitter_source=jitter_source)
             segment.created = created_ms
         else:  # what open makes without a jitter to draw, in one call
-            segment = LogSegment(medium, dir, base_offset,
-                                 index_interval_bytes=config.index_interval_bytes,
-                                 max_index_size=config.segment_index_bytes, clock=clock,
-                                 file_already_exists=True, index_files_preallocated=True,
-                                 created_ms=created_ms)
+            segment = LogSegment.for_new_log(medium, dir, base_offset, config.index_interval_bytes,
+                                         config.segment_index_bytes, clock, created_ms)
         del self._pending
         LogSegments.__init__(self, segment)
         self.__class__ = LogSegments  # type: ignore[assignment]
@@ -401,6 +403,8 @@ del _name, _attr
 class Log:
     """A partition log directory. Open with :meth:`Log.open`."""
 
+    __slots__ = ('dir', 'medium', 'clock', 'jitter_source', '_segments', '_log_start_offset', '_recovery_point', '_leo_meta_cache', '_leo', '_hw', 'leader_epoch_cache', '_psm', '_psm_start', '_producer_id_expiration_ms', '_recovery_report', '_creation', 'last_flush_ms', 'closed', 'topic_id', 'log_start_listener', 'high_watermark_changes', 'config', '_pending_file_deletions', 'topic', 'partition', '_segment_bytes', '_max_segment_ms', '_max_message_bytes', '_flush_messages', '_flush_ms', '_compacted', '_timestamp_type', '_log_append_time', '_timestamp_before_max_ms', '_timestamp_after_max_ms', '_compression', '_fast_topic', '__weakref__')
+
     def __init__(
         self,
         dir: str,
@@ -420,6 +424,8 @@ class Log:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = dir
+        #: (due ms, segment) of ``.deleted`` segments awaiting ``file.delete.delay.ms``
+        self._pending_file_deletions: tuple[tuple[int, LogSegment], ...] = ()
         self.topic, self.partition = (parse_topic_partition(dir) if topic_partition is None
                                       else topic_partition)
         self.medium = medium
@@ -430,7 +436,8 @@ class Log:
         self._recovery_point = int(recovery_point)
         self._leo_meta_cache: LogOffsetMetadata | None = next_offset_metadata
         self._leo = next_offset_metadata.message_offset
-        self._hw = LogOffsetMetadata(self._log_start_offset)
+        self._hw = _OFFSET_0_ONLY if self._log_start_offset == 0 \
+            else LogOffsetMetadata(self._log_start_offset)
         self.leader_epoch_cache = leader_epoch_cache
         # None until needed (a created log): see _producer_state
         self._psm = producer_state
@@ -591,7 +598,8 @@ class Log:
         if config.segment_jitter_ms:
             # the roll jitter is drawn when a segment is made: keep the draws in creation order
             segments._materialize()
-        meta = LogOffsetMetadata(log_start_offset, log_start_offset, 0)
+        meta = _OFFSET_0_AT_0 if log_start_offset == 0 \
+            else LogOffsetMetadata(log_start_offset, log_start_offset, 0)
         lg = cls(
             dir, config, medium, clock, segments,
             log_start_offset=log_start_offset,
@@ -1216,8 +1224,6 @@ class Log:
         return False
 
     # --- retention (storage/retention.py has the rules) --------------------------------------
-    #: (due ms, segment) of ``.deleted`` segments awaiting ``file.delete.delay.ms``
-    _pending_file_deletions: tuple[tuple[int, LogSegment], ...] = ()
 
     def delete_old_segments(self) -> int:
         """One retention check (``UnifiedLog.deleteOldSegments``): segments below the log start

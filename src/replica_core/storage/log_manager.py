@@ -111,6 +111,12 @@ class LogManager:
     seeded by its directory name and base offset (fixed, not random per process).
     """
 
+    __slots__ = ('log_dirs', 'retention_check_interval_ms', 'initial_task_delay_ms',
+        'producer_id_expiration_ms', 'producer_id_expiration_check_interval_ms', 'config',
+        'topic_configs', 'medium', 'clock', 'num_recovery_threads', 'broker_epoch', '_jitter_seed',
+        '_logs', '_failed', '_log_dir_of', '_dir_count', '_written', '_read_from', '_hw_changed',
+        'loads', 'offline_dirs', 'started', '_next_producer_expiration_check', '__weakref__')
+
     def __init__(
         self,
         log_dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],

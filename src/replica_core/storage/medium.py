@@ -554,11 +554,27 @@ class _MemoryFile(MediumFile):
             inode = self._check_writable()  # raises
         if position < 0:
             raise ValueError(f"negative position {position}")
-        self._put(inode, position, data)
+        # _put, in line (a segment append writes here)
+        mv = data if type(data) is bytes else memoryview(data).cast("B")
+        end = position + len(mv)
+        lo = position
+        size = inode.size
+        if end > size:
+            inode.size = end
+            if size < lo:
+                lo = size
+        if end > len(inode.buf):
+            inode.ensure(end)
+        inode.buf[position:end] = mv
+        if lo < inode.dirty_lo:
+            inode.dirty_lo = lo
+        if end > inode.dirty_hi:
+            inode.dirty_hi = end
 
     @staticmethod
     def _put(inode: _Inode, position: int, data: bytes | bytearray | memoryview) -> None:
-        mv = memoryview(data).cast("B")
+        # bytes are their own bytes; anything else is read as a flat byte view
+        mv = data if type(data) is bytes else memoryview(data).cast("B")
         end = position + len(mv)
         lo = position
         size = inode.size
@@ -604,12 +620,16 @@ class _MemoryFile(MediumFile):
 
 def _flushed_inode(data: bytes) -> _Inode:
     """A file holding ``data``, all of it durable (what ``write_atomic`` leaves)."""
-    inode = _Inode()
-    inode.buf = bytearray(data)
-    inode.size = len(inode.buf)
-    inode.durable = bytearray(inode.buf)
-    inode.durable_size = inode.size
+    inode = _new_inode(_Inode)
+    inode.buf = buf = bytearray(data)
+    inode.size = inode.durable_size = len(buf)
+    inode.durable = bytearray(buf)
+    inode.dirty_lo = 1 << 62
+    inode.dirty_hi = 0
     return inode
+
+
+_new_inode = object.__new__  # an _Inode whose fields the caller sets, all of them
 
 
 def _norm(path: PathLike) -> str:
@@ -666,6 +686,7 @@ class MemoryMedium(Medium):
         # their names are durable, as the write's directory sync makes them (see write_atomic)
         self._pending_written: dict[str, dict[str, _Inode]] = {}
         self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
+        self._last_valid_file_list: tuple[tuple[str, int], ...] | None = None
         # id(files) -> (files, their names) for the pending lists (one per shape, shared)
         self._file_list_names: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
         #: while true, file fsyncs report success and persist nothing (see the module docstring)
@@ -751,7 +772,14 @@ class MemoryMedium(Medium):
         else:
             present.update(kids)
         if written is not None:  # then the write's directory sync, as it would have happened
-            self._sync_names(d)
+            if present is None and d not in self._durable_kids:
+                # _sync_names(d) of a directory that had no file: every name becomes durable
+                durable = self._durable
+                for q in kids:
+                    durable[q] = table[q]
+                self._durable_kids[d] = set(kids)
+            else:
+                self._sync_names(d)
 
     def _touch(self, p: str) -> None:
         """Before anything is done with path ``p``: materialise the pending directory it is
@@ -957,10 +985,13 @@ class MemoryMedium(Medium):
         name is not durable), a power failure drops them (the same reason), ``rmtree`` drops
         them unmade. ``files`` is kept as given when it is a tuple (share one per shape)."""
         d = _norm(path)
-        try:
-            valid = self._valid_file_lists.get(files)  # type: ignore[call-overload]
-        except TypeError:  # not hashable as given
-            valid = None
+        if files is self._last_valid_file_list:
+            valid = True  # the shape of the last call (one shared tuple): checked, not hashed
+        else:
+            try:
+                valid = self._valid_file_lists.get(files)  # type: ignore[call-overload]
+            except TypeError:  # not hashable as given
+                valid = None
         if valid is None:
             files = tuple((name, length) for name, length in files)
             valid = self._valid_file_lists.get(files)
@@ -974,6 +1005,8 @@ class MemoryMedium(Medium):
             if len(self._valid_file_lists) >= 64:
                 self._valid_file_lists.clear()
             self._valid_file_lists[files] = valid
+        if valid:
+            self._last_valid_file_list = files
         parent = _parent(d)
         pending = self._pending
         if pending and (parent in pending or d in pending):
@@ -990,6 +1023,18 @@ class MemoryMedium(Medium):
         if files:
             pending[d] = files
 
+    def read_bytes(self, path: PathLike) -> bytes:
+        """:meth:`Medium.read_bytes`; a made file named by its normalised path is read without
+        a handle (the same bytes: its cached contents, a hole read as zeros)."""
+        inode = self._files.get(path) if type(path) is str else None  # type: ignore[arg-type]
+        if inode is None:
+            return super().read_bytes(path)  # normalises, makes a pending directory, raises
+        size = inode.size
+        data = bytes(inode.buf[:size])
+        if len(data) < size:  # the rest is a hole
+            data += bytes(size - len(data))
+        return data
+
     def untouched_files(self, path: PathLike) -> tuple[tuple[str, int], ...] | None:
         """:meth:`Medium.untouched_files`: the files of a directory still pending (made by
         :meth:`create_dir_with_files` when it did not exist, not materialised since)."""
@@ -1002,27 +1047,44 @@ class MemoryMedium(Medium):
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
         (``path`` holds ``data``, flushed; the directory's names durable; no ``.tmp`` left)."""
         p = _norm(path)
-        parent = _parent(p)
-        files = self._pending.get(parent) if self._pending else None
-        if files is not None and p not in self._pending:
-            name = p.rpartition("/")[2]
-            names = self._names_of(files)
-            if name in names and name + ".tmp" not in names:
-                # a file of a pending directory (its leader epoch checkpoint): the new inode
-                # waits with the directory, which stays pending; making it applies the write
-                # and its directory sync (nothing can see the difference before: anything
-                # that looks inside makes it, a power failure and the durable-state queries
-                # too)
-                written = self._pending_written.get(parent)
-                if written is None:
-                    written = self._pending_written[parent] = {}
-                written[p] = _flushed_inode(data)
-                return
-        self._touch(p)
-        if (p + ".tmp") in self._files or p in self._dirs or parent not in self._dirs:
+        parent, _, name = p.rpartition("/")
+        if not parent:  # _parent(p)
+            parent = "/" if p[:1] == "/" else "."
+        pending = self._pending
+        if pending:
+            files = pending.get(parent)
+            if files is not None:
+                if p not in pending:
+                    names = self._names_of(files)
+                    if name in names and name + ".tmp" not in names:
+                        # a file of a pending directory (its leader epoch checkpoint): the new
+                        # inode waits with the directory, which stays pending; making it
+                        # applies the write and its directory sync (nothing can see the
+                        # difference before: anything that looks inside makes it, a power
+                        # failure and the durable-state queries too)
+                        written = self._pending_written.get(parent)
+                        if written is None:
+                            written = self._pending_written[parent] = {}
+                        written[p] = _flushed_inode(data)
+                        return
+                self._materialize(parent)  # _touch(p)
+            if p in pending:
+                self._materialize(p)
+        table = self._files
+        if (p + ".tmp") in table or p in self._dirs or parent not in self._dirs:
             super().write_atomic(path, data)
             return
-        self._set_file(p, _flushed_inode(data))
+        if p not in table:
+            self._index_add(self._file_kids, p)
+        table[p] = _flushed_inode(data)
+        # _sync_names(parent), its _touch done above (a made directory is never inside a
+        # pending one)
+        kids = self._file_kids.get(parent)
+        if kids and self._durable_kids.get(parent) == kids:
+            durable = self._durable
+            for q in kids:
+                durable[q] = table[q]
+            return
         self._sync_names(parent)
 
     # -- faults and inspection -------------------------------------------------------------

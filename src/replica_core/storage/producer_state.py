@@ -550,6 +550,11 @@ class ProducerStateManager:
     :func:`rebuild_producer_state` for that.
     """
 
+    __slots__ = ('producer_id_expiration_ms', 'max_transaction_timeout_ms', 'medium', 'log_dir',
+        'clock', '_topic_partition', '_producers', '_ongoing_txns', '_unreplicated_txns',
+        '_oldest_txn_last_timestamp', '_last_map_offset', '_last_snap_offset', '_snapshots',
+        'corrupt_snapshots', '__weakref__')
+
     def __init__(self, medium: Medium, log_dir: str | os.PathLike[str], clock: Any, *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
                  max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,

@@ -160,6 +160,9 @@ class TimestampOffset(NamedTuple):
     offset: int
 
 
+_NO_TIMESTAMP_AT_0 = TimestampOffset(NO_TIMESTAMP, 0)  # an empty segment's, at base 0 (shared)
+
+
 class SegmentRecovery(NamedTuple):
     """Outcome of :meth:`LogSegment.recover`.
 
@@ -204,6 +207,16 @@ def viewing(file: Any, position: int, n: int) -> Iterator[Any]:
                 pass
 
 
+def _release(view: Any) -> None:
+    """The end of :func:`viewing` (without the context manager's generator, on the scan and
+    recovery paths)."""
+    if isinstance(view, memoryview):
+        try:
+            view.release()
+        except BufferError:
+            pass
+
+
 def last_offsets(headers: np.ndarray) -> np.ndarray:
     """Last offset of each framed batch (v2: base + lastOffsetDelta; legacy: the entry offset)."""
     delta = headers[:, COL_LAST_OFFSET_DELTA]
@@ -215,6 +228,11 @@ class LogSegment:
 
     Build with :meth:`open`. Indexes open lazily (Kafka's ``LazyIndex``).
     """
+
+    __slots__ = ('medium', 'dir', 'base_offset', 'index_interval_bytes', 'max_index_size',
+        'roll_jitter_ms', 'clock', 'suffix', '_size', '_offset_index', '_time_index', 'created',
+        '_rolling_based_timestamp', '_max_ts', '_bytes_since_last_index_entry', '_next_offset',
+        'closed', '_indexes_preallocated', '_log', '__weakref__')
 
     def __init__(
         self,
@@ -271,6 +289,45 @@ class LogSegment:
         if not file_already_exists:
             # a new segment gets its (pre-allocated) index files at once; existing ones load lazily
             _ = self.offset_index, self.time_index
+
+    @classmethod
+    def for_new_log(cls, medium: Any, dir: str, base_offset: int, index_interval_bytes: int,
+                    max_index_size: int, clock: Any, created_ms: int) -> LogSegment:
+        """What ``LogSegment(medium, dir, base_offset, index_interval_bytes=...,
+        max_index_size=..., clock=clock, file_already_exists=True,
+        index_files_preallocated=True, created_ms=created_ms)`` builds — a new log's first
+        segment, its files made by the log, no roll jitter, no suffix — with the fields set
+        in one step (the first append to most partitions builds one)."""
+        path = f"{dir}/{base_offset:020d}{LOG_FILE_SUFFIX}" \
+            if type(dir) is str and dir and dir[-1] != "/" else log_file_path(dir, base_offset)
+        try:
+            log_file = medium.open(path)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open {path}: {e}") from e
+        segment = cls.__new__(cls)
+        segment.medium = medium
+        segment.dir = dir
+        segment.base_offset = base_offset = int(base_offset)
+        segment.index_interval_bytes = int(index_interval_bytes)
+        segment.max_index_size = int(max_index_size)
+        segment.roll_jitter_ms = 0
+        segment.clock = clock
+        segment.suffix = ""
+        segment._log = log_file
+        segment._size = size = int(log_file.size())
+        segment._offset_index = None
+        segment._time_index = None
+        segment.created = created_ms
+        segment._rolling_based_timestamp = None
+        segment._max_ts = _NO_TIMESTAMP_AT_0 if base_offset == 0 \
+            else TimestampOffset(NO_TIMESTAMP, base_offset)
+        segment._bytes_since_last_index_entry = 0
+        segment._next_offset = None if size else base_offset
+        segment.closed = False
+        segment._indexes_preallocated = True
+        return segment
 
     @classmethod
     def open(
@@ -537,8 +594,11 @@ class LogSegment:
         window = _SCAN_WINDOW
         while pos < end:
             n = min(end - pos, window)
-            with viewing(self._log, pos, n) as view:
+            view = self._log.view(pos, n)  # viewing(self._log, pos, n), in line
+            try:
                 headers, valid, stop = kernel.scan_batches(view, 0, n, False)
+            finally:
+                _release(view)
             if len(headers):
                 headers[:, COL_POSITION] += pos
                 yield headers
@@ -573,6 +633,15 @@ class LogSegment:
         (the target is normally within ``index.interval.bytes`` of the index entry) read with
         one ``pread``; the window grows when a single batch does not fit in it.
         """
+        found = self._find_batch(target_offset, starting_position)
+        return None if found is None else LogOffsetPosition(found[0], found[1], found[2])
+
+    def _find_batch(
+        self, target_offset: int, starting_position: int
+    ) -> tuple[int, int, int, int, bytes] | None:
+        """:meth:`_search_for_offset_with_size` as (last offset, position, size, window
+        position, window): the bytes it has just read from the file at the window position,
+        which hold the batch's header and often the whole batch."""
         find = batch_kernel().find_batch
         read = self._log.read
         end = self._size
@@ -583,7 +652,7 @@ class LogSegment:
             buf = read(pos, n)
             at, size, last, valid, stop = find(buf, 0, n, target_offset)
             if at >= 0:
-                return LogOffsetPosition(last, pos + at, size)
+                return last, pos + at, size, pos, buf
             if stop == STOP_CORRUPT:
                 if end - (pos + valid) <= HEADER_SIZE_UP_TO_MAGIC:
                     return None  # too short to hold a batch (see scan_headers)
@@ -601,18 +670,21 @@ class LogSegment:
             window = need
         return None
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
-        """Offset-index floor lookup, then a header walk to the batch containing ``offset`` (§3.3).
-        A new segment's pre-allocated index not built yet holds no entries: its lookup answers
-        position 0 without building it."""
+    def _index_position(self, offset: int) -> int:
+        """The offset index's floor position for ``offset``. A new segment's pre-allocated
+        index not built yet holds no entries: its lookup answers position 0 without building
+        it."""
         index = self._offset_index
         if index is not None:
-            position = index.lookup(offset)[1]
-        elif self._indexes_preallocated:
-            position = 0
-        else:
-            position = self.offset_index.lookup(offset)[1]
-        return self._search_for_offset_with_size(offset, max(int(position), starting_position))
+            return int(index.lookup(offset)[1])
+        if self._indexes_preallocated:
+            return 0
+        return int(self.offset_index.lookup(offset)[1])
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> LogOffsetPosition | None:
+        """Offset-index floor lookup, then a header walk to the batch containing ``offset`` (§3.3)."""
+        return self._search_for_offset_with_size(
+            offset, max(self._index_position(offset), starting_position))
 
     # --- read (§3.3) --------------------------------------------------------------------------
     def read(
@@ -626,21 +698,30 @@ class LogSegment:
 
         ``max_position`` bounds the read (``None`` = segment size; negative = position unknown,
         which yields empty records). ``min_one_message`` lets the first batch exceed ``max_size``.
+        The offset is translated as :meth:`translate_offset` does; records the header walk's
+        window has just read from the file are taken from it, the rest read from the file.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for read from {self.log_path}")
-        found = self.translate_offset(start_offset)
+        found = self._find_batch(start_offset, self._index_position(start_offset))
         if found is None:
             return None
-        start_position = found.position
+        _, start_position, batch_size, window_position, window = found
         metadata = LogOffsetMetadata(start_offset, self.base_offset, start_position)
-        adjusted = max(max_size, found.size) if min_one_message else max_size
+        adjusted = max(max_size, batch_size) if min_one_message else max_size
         if adjusted == 0 or (max_position is not None and max_position < 0):
             return FetchDataInfo(metadata, b"")
         limit = self._size if max_position is None else max_position
         fetch_size = min(limit - start_position, adjusted)
-        records = self._log.read(start_position, fetch_size) if fetch_size > 0 else b""
-        return FetchDataInfo(metadata, records, adjusted < found.size)
+        if fetch_size <= 0:
+            records = b""
+        else:
+            at = start_position - window_position
+            if at + fetch_size <= len(window):
+                records = window[at:at + fetch_size]
+            else:
+                records = self._log.read(start_position, fetch_size)
+        return FetchDataInfo(metadata, records, adjusted < batch_size)
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (base offset when empty)."""
@@ -670,8 +751,11 @@ class LogSegment:
         window = _SCAN_WINDOW
         while pos < end:
             n = min(end - pos, window)
-            with viewing(self._log, pos, n) as view:
+            view = self._log.view(pos, n)  # viewing(self._log, pos, n), in line
+            try:
                 headers, valid, stop = kernel.scan_batches(view, 0, n, False)
+            finally:
+                _release(view)
             if len(headers):
                 next_offset = int(last_offsets(headers[-1:])[0]) + 1
             if stop == STOP_CORRUPT or (stop == STOP_PARTIAL and pos + n >= end):
@@ -706,8 +790,11 @@ class LogSegment:
         self._max_ts = None
         size = self._size
         if size:
-            with viewing(self._log, 0, size) as view:
+            view = self._log.view(0, size)  # viewing(self._log, 0, size), in line
+            try:
                 headers, valid, stop = kernel.scan_batches(view, 0, size, True)
+            finally:
+                _release(view)
         else:
             headers, valid, stop = _NO_HEADERS, 0, STOP_END
         reason = {STOP_END: "", STOP_PARTIAL: "torn", STOP_CORRUPT: "corrupt"}[int(stop)]
