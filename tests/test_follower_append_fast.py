@@ -143,3 +143,42 @@ def test_the_fast_append_leaves_what_the_general_append_leaves(build, interval):
     assert len(fast.segments) > 1  # the stream rolled segments on the way
     assert len(fast.leader_epoch_cache) > 6
     assert _files(fast) == _files(slow)
+
+
+def test_sequences_wrapping_past_int32_max_on_both_append_paths(build):
+    """A producer whose sequences wrap from 2**31 - 1 to 0 inside a batch: the follower's and
+    the leader's one-batch paths (their producer-state check in line) cache the wrapped last
+    sequence, and leave what the general append leaves."""
+    b = next(b for b in v2_batches() if struct.unpack_from(">i", b, 23)[0] >= 3)
+    delta = struct.unpack_from(">i", b, 23)[0]
+    first_seq = 2**31 - 2
+    wrapped = first_seq + delta - 2**31  # the sequence after 2**31 - 1 is 0
+    assert 0 <= wrapped < delta
+    config = LogConfig()
+    # follower: the leader's offsets, then the producer's next batch at the wrapped sequence
+    fast, slow = _log(config), _log(config)
+    stream = [with_fields(b, base_offset=0, partition_leader_epoch=3, producer_id=77,
+                          producer_epoch=1, base_sequence=first_seq),
+              with_fields(b, base_offset=delta + 1, partition_leader_epoch=3, producer_id=77,
+                          producer_epoch=1, base_sequence=wrapped + 1)]
+    for buf in stream:
+        assert fast.append_as_follower(buf) == slow._append(buf, "replication", False, -1, True)
+    entry = fast.producer_state.last_entry(77)
+    assert [m.last_seq for m in entry.batch_metadata] == [wrapped, wrapped + 1 + delta]
+    assert _state(fast) == _state(slow)
+    assert _files(fast) == _files(slow)
+    # leader: a client's batches, offsets assigned; the retry of the first is a duplicate
+    fast, slow = _log(config), _log(config)
+    client = [with_fields(b, base_offset=0, producer_id=77, producer_epoch=1,
+                          base_sequence=first_seq),
+              with_fields(b, base_offset=0, producer_id=77, producer_epoch=1,
+                          base_sequence=wrapped + 1)]
+    for buf in client + client[:1]:
+        got = fast.append_as_leader(buf, 5)
+        want = slow._append(buf, "client", True, 5, False, fast.clock.milliseconds())
+        assert (got.first_offset, got.last_offset) == (want.first_offset, want.last_offset)
+    entry = fast.producer_state.last_entry(77)
+    assert [m.last_seq for m in entry.batch_metadata] == [wrapped, wrapped + 1 + delta]
+    assert fast.log_end_offset == 2 * (delta + 1)  # the retry was not written again
+    assert _state(fast) == _state(slow)
+    assert _files(fast) == _files(slow)

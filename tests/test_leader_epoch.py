@@ -1,6 +1,7 @@
 """The leader epoch cache (§4.3 endOffsetFor, §4.4 cache rules) and its checkpoint writes."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -310,3 +311,28 @@ def test_random_operations_match_the_rules(operations):
         epochs = [e for e, _ in model]
         starts = [s for _, s in model]
         assert epochs == sorted(set(epochs)) and starts == sorted(set(starts))
+
+
+def test_first_assign_writes_the_one_entry_checkpoint():
+    """The empty cache's first epoch (a follower's first batch) is written as one entry; a
+    second epoch rewrites both lines; an epoch the cache holds writes nothing; a negative one
+    is refused before anything changes."""
+    medium = MemoryMedium()
+    medium.makedirs("/d/t-0")
+    path = "/d/t-0/leader-epoch-checkpoint"
+    c = LeaderEpochCache(LeaderEpochCheckpointFile(medium, path))
+    with pytest.raises(ValueError):
+        c.assign(-1, 0)
+    with pytest.raises(ValueError):
+        c.assign(0, -3)
+    assert c.entries() == [] and medium.read_bytes(path) == b""
+    assert c.assign(7, 120) is True
+    assert medium.read_bytes(path) == b"0\n1\n7 120\n"
+    assert medium.durable_bytes(path) == b"0\n1\n7 120\n"  # written atomically, flushed
+    assert c.assign(7, 500) is False
+    assert c.assign(9, 300) is True
+    assert medium.read_bytes(path) == b"0\n2\n7 120\n9 300\n"
+    # a numpy integer (from a header matrix) takes the general rules: the same file
+    d = LeaderEpochCache(LeaderEpochCheckpointFile(medium, "/d/t-0/other"))
+    assert d.assign(np.int64(7), np.int64(120)) is True
+    assert medium.read_bytes("/d/t-0/other") == b"0\n1\n7 120\n"

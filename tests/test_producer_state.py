@@ -495,6 +495,24 @@ def test_remove_stray_snapshots_keeps_the_clean_shutdown_one():
     assert m.snapshot_offsets() == [1, 5]
 
 
+def test_remove_stray_snapshots_from_a_given_listing_as_from_its_own():
+    """Given the directory's file names (the loader's listing), remove_stray_snapshots deletes
+    and keeps what it does when it lists the directory itself."""
+    results = []
+    for given in (False, True):
+        m = new_manager()
+        for off in (1, 2, 3, 5, 7):
+            m.update_map_end_offset(off)
+            m.take_snapshot()
+        m.medium.write_atomic(f"{DIR}/{snapshot_file_name(9)}.tmp", b"half")
+        m.medium.write_atomic(f"{DIR}/00000000000000000001.log", b"")
+        names = m.medium.list_files(DIR) if given else None
+        m.remove_stray_snapshots([1, 5], names)
+        results.append((m.snapshot_offsets(), m.medium.listdir(DIR)))
+    assert results[0] == results[1] == (
+        [1, 5, 7], ["00000000000000000001.log"] + [snapshot_file_name(o) for o in (1, 5, 7)])
+
+
 def test_snapshots_of_deleted_segments_are_renamed_then_removed():
     m = new_manager()
     for off in (3, 6, 9):
@@ -522,6 +540,30 @@ def test_new_log_manager_matches_a_rebuild_of_an_empty_directory():
         assert m.take_snapshot() is None  # a clean close right away writes nothing
         append(m, batch(seq=0, offset=40))
     assert Path(new.take_snapshot()).name == snapshot_file_name(41)
+
+
+def test_new_log_manager_sets_every_field_the_constructor_sets():
+    """ProducerStateManager.for_new_log sets its fields one by one: every slot the constructor
+    sets (list_existing=False), to the same value, the expiration still checked."""
+    medium = MemoryMedium()
+    medium.makedirs(DIR)
+    clock = ManualClock(T0)
+    new = ProducerStateManager.for_new_log(medium, DIR, clock, 40,
+                                           producer_id_expiration_ms=5_000)
+    built = ProducerStateManager(medium, DIR, clock, producer_id_expiration_ms=5_000,
+                                 list_existing=False)
+    built._last_map_offset = built._last_snap_offset = 40
+    names = [n for n in ProducerStateManager.__slots__ if n != "__weakref__"]
+    unset = object()
+    fields = {n: getattr(new, n, unset) for n in names}
+    assert unset not in fields.values()  # every field set
+    assert fields == {n: getattr(built, n, unset) for n in names}
+    assert fields["producer_id_expiration_ms"] == 5_000 and fields["_last_map_offset"] == 40
+    # containers are the manager's own, not shared with another new manager
+    other = ProducerStateManager.for_new_log(medium, DIR, clock, 40)
+    assert other._producers is not new._producers and other._snapshots is not new._snapshots
+    with pytest.raises(InvalidConfigurationError, match="producer.id.expiration.ms"):
+        ProducerStateManager.for_new_log(medium, DIR, clock, 0, producer_id_expiration_ms=0)
 
 
 def test_a_badly_named_snapshot_file_fails_the_load():

@@ -160,6 +160,44 @@ def test_makedirs_exists_is_dir_listdir_sorted(fs):
         m.listdir(j(root, "missing"))
 
 
+def test_list_files_and_list_dirs_split_listdir(fs):
+    """list_files / list_dirs: the sorted names of a directory's files / subdirectories (on
+    both media; MemoryMedium answers from its entries, the base class by listing and checking
+    each name); a missing directory or a file raise as listdir does."""
+    m, root = fs
+    d = j(root, "p")
+    m.makedirs(j(d, "sub.log"))  # a directory named like a file stays out
+    m.makedirs(j(d, "a"))
+    for name in ("z.index", "00000000000000000000.log", "b"):
+        m.open(j(d, name), create=True).close()
+    assert m.listdir(d) == ["00000000000000000000.log", "a", "b", "sub.log", "z.index"]
+    assert m.list_files(d) == ["00000000000000000000.log", "b", "z.index"]
+    assert m.list_dirs(d) == ["a", "sub.log"]
+    assert m.list_files(d + "/") == m.list_files(d) and m.list_dirs(d + "/") == m.list_dirs(d)
+    assert m.list_files(j(d, "a")) == [] == m.list_dirs(j(d, "a"))
+    for method in (m.list_files, m.list_dirs):
+        with pytest.raises(FileNotFoundError):
+            method(j(root, "missing"))
+        with pytest.raises(NotADirectoryError):
+            method(j(d, "b"))
+
+
+def test_memory_list_files_of_a_directory_made_in_one_call():
+    """A directory created with its files in one call (still pending) lists its files as
+    listdir does, and afterwards answers as a directory made file by file."""
+    mem = MemoryMedium()
+    mem.makedirs("/d")
+    mem.create_dir_with_files("/d/p", (("x.log", 0), ("a.index", 16)))
+    assert "/d/p" in mem._pending
+    assert mem.list_files("/d/p") == ["a.index", "x.log"]
+    assert "/d/p" not in mem._pending
+    mem.create_dir_with_files("/d/r", (("y.log", 0),))
+    assert mem.list_dirs("/d") == ["p", "r"] and mem.list_dirs("/d/r") == []
+    mem.makedirs("/d/p/q")
+    assert mem.list_files("/d/p") == ["a.index", "x.log"] == [
+        n for n in mem.listdir("/d/p") if not mem.is_dir("/d/p/" + n)]
+
+
 def test_remove_file_and_empty_directory(fs):
     m, root = fs
     m.makedirs(j(root, "d"))

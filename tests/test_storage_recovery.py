@@ -394,3 +394,40 @@ def test_sigkill_loop_keeps_every_flushed_record(tmp_path):
 def test_make_batch_helper_sanity():
     b = make_batch([b"a"], base_offset=5)
     assert parse_batches(b)[0].crc_ok and batch_at(b).base_offset == 5
+
+
+@pytest.mark.parametrize("extra", [None, "00000000000000000000.timeindex.deleted",
+                                   "00000000000000000099.index"])
+def test_loader_listing_serves_the_snapshot_cleanup_only_while_current(env, extra):
+    """The producer state's stray-snapshot step takes the loader's listing when it is current
+    (none, or a temp file removed before the segments are listed again), and lists again when
+    a removal came after it (an orphan index): either way a leftover ``.snapshot.tmp`` and the
+    extra file are gone after the load, and the snapshot at the log end is the only one."""
+    from replica_core.storage.loader import LogLoader
+    from replica_core.storage.segment import LogSegments
+
+    _write_log(env, batches=3)
+    medium, d = env[0], _dir(env)
+
+    def damage():
+        _rewrite(env, "00000000000000000001.snapshot.tmp", b"half")
+        if extra is not None:
+            _rewrite(env, extra, b"")
+
+    damage()
+    loader = LogLoader(d, SMALL, medium, ManualClock(T0), LogSegments())
+    loader.load()
+    names = loader.file_names
+    if extra is not None and extra.endswith(".index"):
+        assert names is None  # removed after the listing the segments were opened from
+    else:
+        assert names == [n for n in medium.listdir(d) if not medium.is_dir(os.path.join(d, n))]
+        assert "00000000000000000001.snapshot.tmp" in names
+    damage()  # again, for Log.open's own load
+    log = _open(env)
+    assert log.log_end_offset == 6  # 3 batches of 2 records
+    left = medium.listdir(d)
+    assert not [n for n in left if n.endswith(".tmp") or n == extra]
+    assert [n for n in left if n.endswith(".snapshot")] == ["00000000000000000006.snapshot"]
+    _check_readable(log)
+    log.close()

@@ -350,12 +350,12 @@ class ReplicaFetcher:
     goes to the end, so no partition starves under the response byte limit (§7.3).
     """
 
-    __slots__ = ('fetcher_id', 'source_broker', 'leader', 'replica_manager', 'config', 'clock',
-        'truncation', 'truncate_on_fetch', 'uses_leader_epochs', 'quota', 'failed_partitions',
-        'partition_states', 'fetcher_stats', 'fetcher_lag_stats',
-        'partitions_with_new_high_watermark', '_local', 'incremental_build', '_entry_key', 'name',
-        'session_handler', '_built', '_in_flight', '_sending', 'running', 'truncation_listener',
-        'wakeup', '__weakref__')
+    __slots__ = ("fetcher_id", "source_broker", "leader", "replica_manager", "config", "clock",
+                 "truncation", "truncate_on_fetch", "uses_leader_epochs", "quota",
+                 "failed_partitions", "partition_states", "fetcher_stats", "fetcher_lag_stats",
+                 "partitions_with_new_high_watermark", "_local", "incremental_build", "_entry_key",
+                 "name", "session_handler", "_built", "_in_flight", "_sending", "running",
+                 "truncation_listener", "wakeup", "__weakref__")
 
     def __init__(self, fetcher_id: int, source_broker: int, leader_endpoint: LeaderEndPoint,
                  replica_manager: FollowerReplicaManager, config: Any = None, *, clock: Clock,

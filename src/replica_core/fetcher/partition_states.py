@@ -14,6 +14,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
+from replica_core._slot_init import slot_init
 from replica_core.replication.messages import TopicPartition
 
 __all__ = ["FETCHING", "TRUNCATING", "PartitionFetchState", "PartitionStates", "ReplicaState",
@@ -31,7 +32,8 @@ TRUNCATING = ReplicaState.TRUNCATING
 FETCHING = ReplicaState.FETCHING
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@slot_init
+@dataclass(frozen=True, slots=True)
 class PartitionFetchState:
     """Where a follower is for one partition (§7.1). Immutable: derive new states with
     :meth:`updated` or :meth:`delayed`, as Kafka copies its case class.
@@ -47,19 +49,6 @@ class PartitionFetchState:
     state: ReplicaState = FETCHING
     last_fetched_epoch: int | None = None
     topic_id: str | None = None
-
-    def __init__(self, fetch_offset: int, lag: int | None, current_leader_epoch: int,
-                 delay_until_ms: int | None = None, state: ReplicaState = FETCHING,
-                 last_fetched_epoch: int | None = None, topic_id: str | None = None) -> None:
-        # the dataclass __init__, each field written through its slot's own setter (bound
-        # once, below the class): a fetcher makes one state per partition per data round
-        _w_fetch_offset(self, fetch_offset)
-        _w_lag(self, lag)
-        _w_current_leader_epoch(self, current_leader_epoch)
-        _w_delay_until_ms(self, delay_until_ms)
-        _w_state(self, state)
-        _w_last_fetched_epoch(self, last_fetched_epoch)
-        _w_topic_id(self, topic_id)
 
     def is_delayed(self, now_ms: int) -> bool:
         """A delay is set and not yet due (DelayedItem.getDelay > 0)."""
@@ -99,10 +88,6 @@ class PartitionFetchState:
 
 _FIELDS = frozenset(f.name for f in dataclasses.fields(PartitionFetchState))
 
-# the slot setters PartitionFetchState.__init__ writes with (bypassing the frozen __setattr__)
-(_w_fetch_offset, _w_lag, _w_current_leader_epoch, _w_delay_until_ms, _w_state,
- _w_last_fetched_epoch, _w_topic_id) = (
-    PartitionFetchState.__dict__[f.name].__set__ for f in dataclasses.fields(PartitionFetchState))
 
 
 K = TypeVar("K", bound=Hashable)

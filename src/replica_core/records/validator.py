@@ -110,7 +110,7 @@ _COL_PARTITION_LEADER_EPOCH = kernels.COL_PARTITION_LEADER_EPOCH
 _COL_RECORD_COUNT = kernels.COL_RECORD_COUNT
 
 
-@dataclass
+@dataclass(slots=True)
 class LogAppendInfo:
     """What ``analyze_and_validate`` learns from the headers (``LogAppendInfo.java``).
 

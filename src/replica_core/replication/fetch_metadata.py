@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from replica_core._slot_init import slot_init
+
 __all__ = ["FINAL_EPOCH", "INITIAL_EPOCH", "INVALID_SESSION_ID", "FetchMetadata", "next_epoch"]
 
 INVALID_SESSION_ID = 0
@@ -33,6 +35,7 @@ def next_epoch(prev: int) -> int:
     return prev + 1
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class FetchMetadata:
     """(session id, epoch) of the next fetch request (Kafka's FetchMetadata value class)."""

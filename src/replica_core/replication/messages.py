@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from replica_core._slot_init import slot_init
 from replica_core.errors import Errors
 
 # Kafka's sentinels (FetchRequest.CONSUMER_REPLICA_ID, ListOffsetsRequest timestamps, ...).
@@ -39,6 +40,7 @@ class TopicPartition(NamedTuple):
 
 
 # --- LeaderAndIsr (controller -> broker, §8.5) ------------------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrPartitionState:
     topic: str
@@ -59,9 +61,14 @@ class LeaderAndIsrPartitionState:
     for it several times per partition); not a field of Kafka's message."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "tp", TopicPartition(self.topic, self.partition))
+        _set_tp(self, TopicPartition(self.topic, self.partition))
 
 
+_set_tp = LeaderAndIsrPartitionState.__dict__["tp"].__set__
+"""The ``tp`` slot's setter (the frozen ``__setattr__`` refuses it; ``__post_init__`` uses it)."""
+
+
+@slot_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrRequest:
     controller_id: int
@@ -72,6 +79,7 @@ class LeaderAndIsrRequest:
     live_leaders: tuple[int, ...] = ()
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class LeaderAndIsrResponse:
     error_code: Errors
@@ -79,6 +87,7 @@ class LeaderAndIsrResponse:
 
 
 # --- Produce (client -> leader, §6.8) ---------------------------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ProducePartitionResponse:
     error_code: Errors
@@ -90,6 +99,7 @@ class ProducePartitionResponse:
 
 
 # --- Fetch (follower/consumer -> leader, §3, §6.9, §7.5) --------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class FetchPartition:
     tp: TopicPartition
@@ -100,6 +110,7 @@ class FetchPartition:
     last_fetched_epoch: int = NO_EPOCH
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class FetchRequest:
     replica_id: int
@@ -130,6 +141,7 @@ class EpochEndOffset(NamedTuple):
     end_offset: int
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class FetchPartitionResponse:
     tp: TopicPartition
@@ -143,6 +155,7 @@ class FetchPartitionResponse:
     preferred_read_replica: int = -1
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class FetchResponse:
     error_code: Errors
@@ -153,6 +166,7 @@ class FetchResponse:
 
 
 # --- OffsetsForLeaderEpoch (follower -> leader, §4.3) -----------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class OffsetForLeaderPartition:
     tp: TopicPartition
@@ -160,6 +174,7 @@ class OffsetForLeaderPartition:
     current_leader_epoch: int = NO_EPOCH
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class OffsetsForLeaderEpochRequest:
     replica_id: int
@@ -167,6 +182,7 @@ class OffsetsForLeaderEpochRequest:
 
 
 # --- ListOffsets (follower -> leader, out-of-range handling §4.8) -----------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ListOffsetsPartition:
     tp: TopicPartition
@@ -190,6 +206,7 @@ class BrokerState(NamedTuple):
     broker_epoch: int = -1
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionItem:
     tp: TopicPartition
@@ -207,6 +224,7 @@ class AlterPartitionItem:
         return tuple(BrokerState(b, e) for b, e in zip(self.new_isr, epochs, strict=False))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionRequest:
     broker_id: int
@@ -214,6 +232,7 @@ class AlterPartitionRequest:
     items: tuple[AlterPartitionItem, ...]
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class AlterPartitionResult:
     tp: TopicPartition
@@ -226,6 +245,7 @@ class AlterPartitionResult:
 
 
 # --- becoming follower: where a fetcher starts (§7.2, §7.10) ----------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class InitialFetchState:
     """Kafka's ``InitialFetchState``: the leader to fetch from, its epoch and the first offset

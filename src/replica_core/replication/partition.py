@@ -94,11 +94,12 @@ def _optional_epoch(epoch: int) -> int | None:
 class Partition:
     """Kafka's ``Partition`` for ``tp`` on broker ``context.broker_id``."""
 
-    __slots__ = ('tp', 'broker_id', 'table', 'clock', 'config', '_broker_epoch', 'isr_listener',
-        'delayed', 'alter_partition', 'logs', 'rows', 'metadata', 'log', 'leader_id',
-        'leader_epoch', 'partition_epoch', 'controller_epoch', 'leader_epoch_start_offset',
-        'replicas', 'adding_replicas', 'removing_replicas', 'leader_recovery_state', 'topic_id',
-        'row', '_slot_of', '_pending', '_pending_shrunk', '__weakref__')
+    __slots__ = ("tp", "broker_id", "table", "clock", "config", "_broker_epoch", "isr_listener",
+                 "delayed", "alter_partition", "logs", "rows", "metadata", "log", "leader_id",
+                 "leader_epoch", "partition_epoch", "controller_epoch",
+                 "leader_epoch_start_offset", "replicas", "adding_replicas", "removing_replicas",
+                 "leader_recovery_state", "topic_id", "row", "_slot_of", "_pending",
+                 "_pending_shrunk", "__weakref__")
 
     def __init__(self, tp: TopicPartition, context: PartitionContext) -> None:
         self.tp = tp

@@ -231,15 +231,15 @@ class _PartitionHooks:
 class ReplicaManager:
     """Kafka's ReplicaManager for broker ``broker_id`` over ``log_manager``'s logs."""
 
-    __slots__ = ('broker_id', 'log_manager', 'config', 'clock', 'alter_partition', 'broker_epoch',
-        'fence_stale_controller_requests', 'fetcher_manager', 'isr_change_listener',
-        'controller_epoch', 'metadata_cache', 'table', '_partition_context', 'produce_purgatory',
-        'fetch_purgatory', 'fetch_manager', '_parked_sessions', '_shared_reads', '_leadership_gen',
-        '_partitions',
-        '_by_row', '_unsent', '_retry', '_drained', '_ineligible', 'broker_epochs',
-        '_isr_change_set', '_last_isr_change_ms', '_last_isr_propagation_ms',
-        '_next_isr_shrink_ms', '_next_isr_propagation_ms', '_next_hw_checkpoint_ms',
-        'last_initial_fetch_states', '_counters', '_shut_down', 'connections', '__weakref__')
+    __slots__ = ("broker_id", "log_manager", "config", "clock", "alter_partition", "broker_epoch",
+                 "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
+                 "controller_epoch", "metadata_cache", "table", "_partition_context",
+                 "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
+                 "_shared_reads", "_leadership_gen", "_partitions", "_by_row", "_unsent", "_retry",
+                 "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
+                 "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
+                 "_next_isr_propagation_ms", "_next_hw_checkpoint_ms", "last_initial_fetch_states",
+                 "_counters", "_shut_down", "connections", "__weakref__")
 
     def __init__(self, broker_id: int, log_manager: Any,
                  config: ReplicaConfig | Mapping[str, Any] | None = None, *, clock: Clock,

@@ -95,9 +95,10 @@ class ReplicaStateTable:
     first); the owner maps topic-partitions to indexes.
     """
 
-    __slots__ = ('broker_id', 'replica_lag_time_max_ms', 'kernel_module', 'capacity',
-        'max_replicas', 'scan_bound', '_free', '_size', '_out_hw', '_changed', '_mask', 'kernels',
-        '__weakref__') + tuple(name for name, _, _ in _PARTITION_COLUMNS + _SLOT_COLUMNS)
+    __slots__ = ("broker_id", "replica_lag_time_max_ms", "kernel_module", "capacity",
+                 "max_replicas", "scan_bound", "_free", "_size", "_out_hw", "_changed", "_mask",
+                 "kernels", "__weakref__",
+                 *(name for name, _, _ in _PARTITION_COLUMNS + _SLOT_COLUMNS))  # the columns
 
     leader_leo: npt.NDArray[np.int64]
     hw: npt.NDArray[np.int64]

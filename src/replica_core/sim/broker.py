@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from replica_core._slot_init import slot_init
 from replica_core.errors import Errors, RequestTimedOutError
 from replica_core.fetcher.endpoint import EpochAndOffset
 from replica_core.fetcher.fetcher import ReplicaFetcher
@@ -89,6 +90,7 @@ def registration_backoff_ms(failures: int, max_ms: int, rng: np.random.Generator
 
 
 # ---- messages on the simulated wire ------------------------------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ProduceRequest:
     tp: TopicPartition
@@ -97,6 +99,7 @@ class ProduceRequest:
     timeout_ms: int
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class ProduceResponse:
     tp: TopicPartition
@@ -121,6 +124,7 @@ class RegisterResponse:
     broker_epoch: int
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Heartbeat:
     broker_id: int
@@ -151,6 +155,7 @@ class ConsumerFetch:
     request: FetchRequest
 
 
+@slot_init
 @dataclass(frozen=True, slots=True)
 class Disconnected:
     """The answer of a crashed process: the connection was refused (no timeout to wait for)."""
@@ -398,12 +403,13 @@ def _leo(rm: ReplicaManager, tp: TopicPartition) -> int:
 class SimBroker:
     """One broker of a :class:`~replica_core.sim.cluster.Cluster`."""
 
-    __slots__ = ('cluster', 'loop', 'network', 'broker_id', 'storage', '_tmpdir', 'rng',
-        'session_rng', 'alive', 'crash_mode', 'incarnation', 'broker_epoch', 'boot_broker_epoch',
-        'registered', 'lm', 'rm', 'fetcher_manager', '_parked_fetch', 'slow_factors',
-        '_fsyncs_seen', '_tick_timer', '_tick_at', '_file_deletion_timer', '_file_deletion_at',
-        '_hb_timer', '_register_failures', '_lifecycle_rng', '_parked_produce', '_produce_seq',
-        '_fetch_seq', 'log_dir', 'medium', '__weakref__')
+    __slots__ = ("cluster", "loop", "network", "broker_id", "storage", "_tmpdir", "rng",
+                 "session_rng", "alive", "crash_mode", "incarnation", "broker_epoch",
+                 "boot_broker_epoch", "registered", "lm", "rm", "fetcher_manager", "_parked_fetch",
+                 "slow_factors", "_fsyncs_seen", "_tick_timer", "_tick_at", "_file_deletion_timer",
+                 "_file_deletion_at", "_hb_timer", "_register_failures", "_lifecycle_rng",
+                 "_parked_produce", "_produce_seq", "_fetch_seq", "log_dir", "medium",
+                 "__weakref__")
 
     def __init__(self, cluster: Cluster, broker_id: int, *, storage: str = "memory") -> None:
         self.cluster = cluster

@@ -608,16 +608,18 @@ def _error_code(answer: Any) -> Any:
 class Cluster:
     """Brokers, controller and clients of one simulation (see the module docstring)."""
 
-    __slots__ = ('seed', 'placement_seed', 'detect_bounces', 'storage', 'truncation', 'config',
-        'replica_config', 'log_config', 'session_timeout_ms', 'heartbeat_interval_ms',
-        'controller_timeout_ms', 'retry_backoff_ms', 'retry_backoff_max_ms', 'request_timeout_ms',
-        'delivery_timeout_ms', '_next_producer_id', 'replica_socket_timeout_ms',
-        'processing_base_ms', 'log_manager_settings', 'flush_interval_ms', 'loop', 'network',
-        'racks', 'tps', 'tp_ids', 'topic_log_configs', 'unclean_elections', 'leadership_events',
-        'power_failures', 'disk_replacements', 'crashes', 'restarts', 'requests_refused',
-        'retention_segments_deleted', 'follower_out_of_range', 'fault_log', 'storage_faults',
-        'fetch_banked', 'client_view', 'checker', 'controller', 'controller_node', '_isolated',
-        '_cuts', '_dropping', 'brokers', '_producer', 'client_ids', '__weakref__')
+    __slots__ = ("seed", "placement_seed", "detect_bounces", "storage", "truncation", "config",
+                 "replica_config", "log_config", "session_timeout_ms", "heartbeat_interval_ms",
+                 "controller_timeout_ms", "retry_backoff_ms", "retry_backoff_max_ms",
+                 "request_timeout_ms", "delivery_timeout_ms", "_next_producer_id",
+                 "replica_socket_timeout_ms", "processing_base_ms", "log_manager_settings",
+                 "flush_interval_ms", "loop", "network", "racks", "tps", "tp_ids",
+                 "topic_log_configs", "unclean_elections", "leadership_events", "power_failures",
+                 "disk_replacements", "crashes", "restarts", "requests_refused",
+                 "retention_segments_deleted", "follower_out_of_range", "fault_log",
+                 "storage_faults", "fetch_banked", "client_view", "checker", "controller",
+                 "controller_node", "_isolated", "_cuts", "_dropping", "brokers", "_producer",
+                 "client_ids", "__weakref__")
 
     def __init__(self, brokers: int | Sequence[int] = 3, *,
                  config: Mapping[str, Any] | None = None, seed: int = 1,

@@ -111,12 +111,12 @@ class Producer:
     each step should hit the leader of the moment).
     """
 
-    __slots__ = ('cluster', 'loop', 'network', 'client_id', 'metadata', 'request_timeout_ms',
-        'retry_backoff_ms', 'delivery_timeout_ms', 'retry_backoff_max_ms', 'rng', 'leaders',
-        '_metadata_in_flight', 'sent_batches', 'acked_batches', 'failed_batches', 'failed_records',
-        'acked_records', 'retries', 'latencies_ms', 'errors', 'settings', 'max_in_flight',
-        'idempotent', 'epoch_bumps', '_bump_wanted', '_queues', 'producer_epoch', 'producer_id',
-        '__weakref__')
+    __slots__ = ("cluster", "loop", "network", "client_id", "metadata", "request_timeout_ms",
+                 "retry_backoff_ms", "delivery_timeout_ms", "retry_backoff_max_ms", "rng",
+                 "leaders", "_metadata_in_flight", "sent_batches", "acked_batches",
+                 "failed_batches", "failed_records", "acked_records", "retries", "latencies_ms",
+                 "errors", "settings", "max_in_flight", "idempotent", "epoch_bumps",
+                 "_bump_wanted", "_queues", "producer_epoch", "producer_id", "__weakref__")
 
     def __init__(self, cluster: Cluster, client_id: int, *, metadata: str = "network",
                  request_timeout_ms: int | None = None, retry_backoff_ms: int | None = None,

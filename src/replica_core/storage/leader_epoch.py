@@ -63,6 +63,19 @@ class LeaderEpochCache:
         below the latest's. Entries with epoch >= ``epoch`` or start >= ``start_offset`` are
         removed first. Negative values → ``ValueError``. Returns whether the cache changed.
         """
+        epochs = self._epochs
+        if epochs:
+            if epoch == epochs[-1] and start_offset >= self._starts[-1] and start_offset >= 0:
+                return False  # held already (what _assign answers first)
+        elif epoch >= 0 and start_offset >= 0 and type(epoch) is int \
+                and type(start_offset) is int:
+            # the first epoch (a follower's first batch, a new leader): one entry, one write
+            epochs.append(epoch)
+            self._starts.append(start_offset)
+            checkpoint = self._checkpoint
+            if checkpoint is not None:
+                checkpoint.write([(epoch, start_offset)])
+            return True
         if self._assign(int(epoch), int(start_offset)):
             checkpoint = self._checkpoint  # _write, inlined
             if checkpoint is not None:

@@ -166,10 +166,16 @@ class LogLoader:
         """The file names in the directory, sorted (listed once until a step changes them)."""
         names = self._names
         if names is None:
-            medium, prefix = self.medium, self.dir.rstrip("/") + "/"
-            names = self._names = [name for name in medium.listdir(self.dir)
-                                   if not medium.is_dir(prefix + name)]
+            names = self._names = self.medium.list_files(self.dir)
         return names
+
+    @property
+    def file_names(self) -> list[str] | None:
+        """The directory's file names as last listed, unless a removal or a completed swap
+        changed them since (None then). Past that listing the loader makes, renames and deletes
+        only segment files (a new active segment, rebuilt indexes, segments cut by recovery),
+        so every other name in it, a producer snapshot's among them, is still current."""
+        return self._names
 
     def _ignore(self, name: str) -> None:
         """A file whose name parses to an offset but is not Kafka's 20-digit spelling."""

@@ -403,7 +403,15 @@ del _name, _attr
 class Log:
     """A partition log directory. Open with :meth:`Log.open`."""
 
-    __slots__ = ('dir', 'medium', 'clock', 'jitter_source', '_segments', '_log_start_offset', '_recovery_point', '_leo_meta_cache', '_leo', '_hw', 'leader_epoch_cache', '_psm', '_psm_start', '_producer_id_expiration_ms', '_recovery_report', '_creation', 'last_flush_ms', 'closed', 'topic_id', 'log_start_listener', 'high_watermark_changes', 'config', '_pending_file_deletions', 'topic', 'partition', '_segment_bytes', '_max_segment_ms', '_max_message_bytes', '_flush_messages', '_flush_ms', '_compacted', '_timestamp_type', '_log_append_time', '_timestamp_before_max_ms', '_timestamp_after_max_ms', '_compression', '_fast_topic', '__weakref__')
+    __slots__ = ("dir", "medium", "clock", "jitter_source", "_segments", "_log_start_offset",
+                 "_recovery_point", "_leo_meta_cache", "_leo", "_hw", "leader_epoch_cache", "_psm",
+                 "_psm_start", "_producer_id_expiration_ms", "_recovery_report", "_creation",
+                 "last_flush_ms", "closed", "topic_id", "log_start_listener",
+                 "high_watermark_changes", "config", "_pending_file_deletions", "topic",
+                 "partition", "_segment_bytes", "_max_segment_ms", "_max_message_bytes",
+                 "_flush_messages", "_flush_ms", "_compacted", "_timestamp_type",
+                 "_log_append_time", "_timestamp_before_max_ms", "_timestamp_after_max_ms",
+                 "_compression", "_fast_topic", "__weakref__")
 
     def __init__(
         self,
@@ -474,6 +482,7 @@ class Log:
         had_clean_shutdown: bool = False,
         jitter_source: Any = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        topic_partition: tuple[str, int] | None = None,
     ) -> Log:
         """Open (creating if needed) and load ``<topic>-<partition>`` (KAFKA_SEMANTICS §5.2-5.3).
 
@@ -487,7 +496,8 @@ class Log:
         segment base are removed (``removeStraySnapshots``), then ``rebuildProducerState`` loads
         the newest snapshot in (log start, log end] and replays the log from it (after a clean
         shutdown with no snapshot at all nothing is scanned). ``producer_id_expiration_ms`` is
-        the broker's ``producer.id.expiration.ms``.
+        the broker's ``producer.id.expiration.ms``. ``topic_partition``: what the directory's
+        name spells, when the caller has parsed it already (the log manager, listing its dirs).
         """
         _check_expiration_ms(producer_id_expiration_ms)
         if medium is None:
@@ -503,7 +513,7 @@ class Log:
 
             config = LogConfig()
         dir = os.fspath(partition_dir)
-        tp = parse_topic_partition(dir)
+        tp = parse_topic_partition(dir) if topic_partition is None else topic_partition
         if not medium.exists(dir):
             return cls._create(dir, config, medium, clock, log_start_offset,
                                min(recovery_point, log_start_offset), had_clean_shutdown, tp,
@@ -528,7 +538,7 @@ class Log:
         report = RecoveryReport(dir, had_clean_shutdown)
         if warning:
             report.warnings.append(warning)
-        loaded = LogLoader(
+        loader = LogLoader(
             dir, config, medium, clock, segments,
             log_start_offset_checkpoint=log_start_offset,
             recovery_point_checkpoint=recovery_point,
@@ -536,11 +546,13 @@ class Log:
             had_clean_shutdown=had_clean_shutdown,
             report=report,
             jitter_source=jitter_source,
-        ).load()
+        )
+        loaded = loader.load()
         psm = ProducerStateManager(medium, dir, clock, list_existing=False,
                                    producer_id_expiration_ms=producer_id_expiration_ms)
         bases = segments.base_offsets()
-        psm.remove_stray_snapshots(bases)  # lists the snapshot files
+        # the snapshot files, from the loader's listing when still current (else listed again)
+        psm.remove_stray_snapshots(bases, loader.file_names)
         rebuild_producer_state(psm, segment_base_offsets=bases,
                                read_batches=functools.partial(_segment_producer_batches, segments),
                                log_start_offset=loaded.log_start_offset,
@@ -701,7 +713,7 @@ class Log:
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._leo_meta
+        return self._leo_meta_cache or self._leo_meta  # built only when an append cleared it
 
     @property
     def high_watermark(self) -> int:
@@ -772,28 +784,43 @@ class Log:
         raises :class:`~replica_core.errors.OutOfOrderSequenceError`, an older producer epoch
         :class:`~replica_core.errors.InvalidProducerEpochError` — before anything is written.
         """
-        self._check_open()
+        if self.closed:
+            self._check_open()  # raises
         now = self.clock.milliseconds()
         topic = self._fast_topic
         # One kernel call for the common append (one v2 batch, no rebuild, no error); anything
         # else, errors included, takes the general path below.
-        fast = None if topic is None else _records().analyze_validate_and_assign(
+        fast = None if topic is None else (_records_module or _records()).analyze_validate_and_assign(
             batch_bytes, self._leo, leader_epoch, now, origin, *topic)
         if fast is None:
             return self._append(batch_bytes, origin, True, leader_epoch, False, now)
         info, valid, base_offset = fast
-        update = None
-        if valid[_PRODUCER_ID_AT] < 0x80:  # a producer id (-1: none, the common case)
-            update = self._check_producer_batch(valid, origin)
-            if update.duplicate is not None:
-                return _answer_duplicate(info, update)
-        # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads back from its header)
-        self._maybe_assign_epoch(leader_epoch, base_offset)
         last_offset = info.last_offset
+        # the producer-state check (_check_producer_batch), in line: the common batch - data,
+        # not transactional, in sequence - is checked by in_sequence_entry and applied by
+        # apply_in_sequence once written; anything else by the general functions
+        update = entry = None
+        if valid[_PRODUCER_ID_AT] < 0x80:  # a producer id (-1: none)
+            attrs, delta, _, max_ts, pid, epoch, seq = _PRODUCER_FIELDS.unpack_from(valid, 21)
+            psm = self._producer_state()
+            if not attrs & (_CONTROL_FLAG | _TRANSACTIONAL_FLAG) and seq >= 0:
+                last_seq = increment_sequence(seq, delta)
+                entry = in_sequence_entry(psm, pid, epoch, seq, last_seq, origin == "client")
+            if entry is None:
+                update = analyze_and_validate_producer_state(
+                    psm, (_producer_batch(valid, 0),), origin)
+                if update.duplicate is not None:
+                    return _answer_duplicate(info, update)
+        # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads back from its header;
+        # the cache's own check skips an epoch it holds already)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, base_offset)
         self._write_validated(valid, info.valid_bytes, info.first_offset, last_offset,
                               info.max_timestamp, last_offset, now)
-        if update is not None:
-            self._apply_producer_update(update, last_offset)
+        if entry is not None:
+            apply_in_sequence(psm, entry, epoch, last_seq, base_offset, last_offset, max_ts)
+        elif update is not None:
+            apply_producer_state_update(psm, update, last_offset)
         return info
 
     def append_as_follower(self, batch_bytes: bytes | bytearray | memoryview) -> Any:
@@ -807,8 +834,9 @@ class Log:
         (:func:`~replica_core.records.validator.analyze_follower_batch`) whose row also gives
         the producer fields and the epoch; anything else, errors included, takes the general
         path, which raises them in Kafka's order."""
-        self._check_open()
-        fast = _records().analyze_follower_batch(batch_bytes) \
+        if self.closed:
+            self._check_open()  # raises
+        fast = (_records_module or _records()).analyze_follower_batch(batch_bytes) \
             if isinstance(batch_bytes, (bytes, memoryview)) else None
         if fast is None:
             return self._append(batch_bytes, "replication", False, -1, True)
@@ -819,19 +847,31 @@ class Log:
             # UnexpectedAppendOffsetError / LogSegmentOffsetOverflowError, from the general path
             return self._append(batch_bytes, "replication", False, -1, True)
         now = self.clock.milliseconds()
-        update = None
-        if row[COL_PRODUCER_ID] >= 0:
-            # a replicated batch is never a duplicate (only client appends look for one)
-            update = self._check_producer_fields(
-                batch_bytes, "replication", first_offset, row[COL_ATTRIBUTES],
-                row[COL_LAST_OFFSET_DELTA], row[COL_MAX_TIMESTAMP], row[COL_PRODUCER_ID],
-                row[COL_PRODUCER_EPOCH], row[COL_BASE_SEQUENCE])
+        # the producer-state check (_check_producer_fields), in line as in append_as_leader; a
+        # replicated batch is never a duplicate (only client appends look for one)
+        update = entry = None
+        pid = row[COL_PRODUCER_ID]
+        if pid >= 0:
+            epoch = row[COL_PRODUCER_EPOCH]
+            seq = row[COL_BASE_SEQUENCE]
+            psm = self._producer_state()
+            if not row[COL_ATTRIBUTES] & (_CONTROL_FLAG | _TRANSACTIONAL_FLAG) and seq >= 0:
+                last_seq = increment_sequence(seq, last_offset - first_offset)
+                entry = in_sequence_entry(psm, pid, epoch, seq, last_seq, False)
+            if entry is None:
+                update = analyze_and_validate_producer_state(
+                    psm, (_producer_batch(batch_bytes, 0),), "replication")
         # §2.6 step 1 for the one v2 batch (what _assign_epochs_from reads from its header)
-        self._maybe_assign_epoch(row[COL_PARTITION_LEADER_EPOCH], first_offset)
+        epoch_of_batch = row[COL_PARTITION_LEADER_EPOCH]
+        if epoch_of_batch >= 0:  # _maybe_assign_epoch, in line
+            self.leader_epoch_cache.assign(epoch_of_batch, first_offset)
         self._write_validated(batch_bytes, info.valid_bytes, first_offset, last_offset,
                               info.max_timestamp, info.shallow_offset_of_max_timestamp, now)
-        if update is not None:
-            self._apply_producer_update(update, last_offset)
+        if entry is not None:
+            apply_in_sequence(psm, entry, epoch, last_seq, first_offset, last_offset,
+                              row[COL_MAX_TIMESTAMP])
+        elif update is not None:
+            apply_producer_state_update(psm, update, last_offset)
         return info
 
     def _append(
@@ -987,8 +1027,11 @@ class Log:
                 f"message batch size is {size} bytes in append to {self.topic}-{self.partition}, "
                 f"which exceeds the maximum configured segment size of {self._segment_bytes}"
             )
+        segments = self._segments
+        if type(segments) is _NewLogSegments:
+            segments._materialize()  # a created log's first append: its segment is made now
         try:
-            segment = self._segments.last
+            segment = segments.last
             if segment.roll_needed(size, max_timestamp, last_offset, now, self._segment_bytes,
                                    self._max_segment_ms):
                 segment = self.roll(first_offset if first_offset >= 0 else last_offset - INT32_MAX)
@@ -1135,7 +1178,7 @@ class Log:
         if offset < self._log_start_offset:
             meta = LogOffsetMetadata(self._log_start_offset)
         elif offset >= self._leo:
-            meta = self._leo_meta
+            meta = self._leo_meta_cache or self._leo_meta  # built only when an append cleared it
         else:  # an offset alone becomes offset-only metadata, made only when it is kept
             meta = given if given is not None else LogOffsetMetadata(offset)
         self._set_hw(meta)
@@ -1500,6 +1543,8 @@ class Log:
             psm = self._psm = ProducerStateManager.for_new_log(
                 self.medium, self.dir, self.clock, self._psm_start,
                 producer_id_expiration_ms=self._producer_id_expiration_ms)
+            if self._leo == self._psm_start:
+                return psm  # made ending at the LEO already
         # Kafka moves the end offset after every append; appends without a producer id skip it
         psm.update_map_end_offset(self._leo)
         return psm

@@ -111,11 +111,12 @@ class LogManager:
     seeded by its directory name and base offset (fixed, not random per process).
     """
 
-    __slots__ = ('log_dirs', 'retention_check_interval_ms', 'initial_task_delay_ms',
-        'producer_id_expiration_ms', 'producer_id_expiration_check_interval_ms', 'config',
-        'topic_configs', 'medium', 'clock', 'num_recovery_threads', 'broker_epoch', '_jitter_seed',
-        '_logs', '_failed', '_log_dir_of', '_dir_count', '_written', '_read_from', '_hw_changed',
-        'loads', 'offline_dirs', 'started', '_next_producer_expiration_check', '__weakref__')
+    __slots__ = ("log_dirs", "retention_check_interval_ms", "initial_task_delay_ms",
+                 "producer_id_expiration_ms", "producer_id_expiration_check_interval_ms", "config",
+                 "topic_configs", "medium", "clock", "num_recovery_threads", "broker_epoch",
+                 "_jitter_seed", "_logs", "_failed", "_log_dir_of", "_dir_count", "_written",
+                 "_read_from", "_hw_changed", "loads", "offline_dirs", "started",
+                 "_next_producer_expiration_check", "__weakref__")
 
     def __init__(
         self,
@@ -262,12 +263,11 @@ class LogManager:
                 del entries[tp]
         return entries
 
-    def _partition_dirs(self, log_dir: str, load: LogDirLoad) -> list[str]:
-        out = []
-        for name in self.medium.listdir(log_dir):
+    def _partition_dirs(self, log_dir: str, load: LogDirLoad) -> dict[str, tuple[str, int]]:
+        """The partition directories to load, in listing order: path -> (topic, partition)."""
+        out: dict[str, tuple[str, int]] = {}
+        for name in self.medium.list_dirs(log_dir):  # files (the checkpoints) are not partitions
             path = os.path.join(log_dir, name)
-            if not self.medium.is_dir(path):
-                continue
             if name == REMOTE_INDEX_CACHE_DIR or name.startswith(CLUSTER_METADATA_TOPIC + "-"):
                 load.skipped_dirs.append(name)
                 continue
@@ -284,12 +284,12 @@ class LogManager:
                 load.skipped_dirs.append(name)
                 continue
             try:
-                parse_topic_partition(name)
+                tp = parse_topic_partition(name)
             except KafkaStorageError as e:
                 load.skipped_dirs.append(name)
                 load.warnings.append(str(e))
                 continue
-            out.append(path)
+            out[path] = tp
         return out
 
     def _load_dir(self, log_dir: str, progress: Progress | None) -> LogDirLoad:
@@ -304,11 +304,12 @@ class LogManager:
         recovery_points = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT_FILE, load)
         log_starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT_FILE, load)
         high_watermarks = self._read_checkpoint(log_dir, HIGH_WATERMARK_CHECKPOINT_FILE, load)
-        dirs = self._partition_dirs(log_dir, load)
+        tps = self._partition_dirs(log_dir, load)
+        dirs = list(tps)
         total = len(dirs)
 
         def open_one(path: str, had_clean_shutdown: bool = load.had_clean_shutdown) -> Log:
-            tp = parse_topic_partition(path)
+            tp = tps[path]  # the name parsed once, when listed
             lg = Log.open(
                 path,
                 self.config_for(tp[0]),
@@ -319,6 +320,7 @@ class LogManager:
                 had_clean_shutdown=had_clean_shutdown,
                 jitter_source=self._jitter(*tp),
                 producer_id_expiration_ms=self.producer_id_expiration_ms,
+                topic_partition=tp,
             )
             lg.update_high_watermark(high_watermarks.get(tp, 0))
             return lg

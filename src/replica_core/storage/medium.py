@@ -162,6 +162,21 @@ class Medium:
         """Names (not paths) in directory ``path``, sorted."""
         raise NotImplementedError
 
+    def list_files(self, path: PathLike) -> list[str]:
+        """The names in directory ``path`` that are not directories, sorted: :meth:`listdir`
+        less its subdirectories (what a partition directory's loader reads)."""
+        return self._split_listing(path, dirs=False)
+
+    def list_dirs(self, path: PathLike) -> list[str]:
+        """The names of the subdirectories of directory ``path``, sorted: :meth:`listdir` less
+        its files (what a log directory's loader reads)."""
+        return self._split_listing(path, dirs=True)
+
+    def _split_listing(self, path: PathLike, *, dirs: bool) -> list[str]:
+        d = os.fspath(path)
+        prefix = d if d.endswith("/") else d + "/"
+        return [name for name in self.listdir(d) if self.is_dir(prefix + name) == dirs]
+
     def makedirs(self, path: PathLike) -> None:
         """Create ``path`` and its missing parents (no error if it exists)."""
         raise NotImplementedError
@@ -554,22 +569,7 @@ class _MemoryFile(MediumFile):
             inode = self._check_writable()  # raises
         if position < 0:
             raise ValueError(f"negative position {position}")
-        # _put, in line (a segment append writes here)
-        mv = data if type(data) is bytes else memoryview(data).cast("B")
-        end = position + len(mv)
-        lo = position
-        size = inode.size
-        if end > size:
-            inode.size = end
-            if size < lo:
-                lo = size
-        if end > len(inode.buf):
-            inode.ensure(end)
-        inode.buf[position:end] = mv
-        if lo < inode.dirty_lo:
-            inode.dirty_lo = lo
-        if end > inode.dirty_hi:
-            inode.dirty_hi = end
+        self._put(inode, position, data)
 
     @staticmethod
     def _put(inode: _Inode, position: int, data: bytes | bytearray | memoryview) -> None:
@@ -583,9 +583,16 @@ class _MemoryFile(MediumFile):
             inode.size = end
             if size < lo:
                 lo = size
-        if end > len(inode.buf):
+        buf = inode.buf
+        if end <= len(buf):
+            buf[position:end] = mv
+        elif not buf and position == 0 and end >= 64:
+            # the first bytes of a file (a new segment's first batch): what ensure(end) and
+            # the copy leave - a new buffer of exactly these bytes - without the zero fill
+            inode.buf = bytearray(mv)
+        else:
             inode.ensure(end)
-        inode.buf[position:end] = mv
+            inode.buf[position:end] = mv
         # mark(lo, end), inlined
         if lo < inode.dirty_lo:
             inode.dirty_lo = lo
@@ -818,13 +825,20 @@ class MemoryMedium(Medium):
     # -- names ---------------------------------------------------------------------------
     def open(self, path: PathLike, *, create: bool = False, writable: bool = True) -> MediumFile:
         # a string that is already a key is already normalised
-        inode = self._files.get(path) if type(path) is str else None  # type: ignore[arg-type]
+        files = self._files
+        inode = files.get(path) if type(path) is str else None  # type: ignore[arg-type]
         p = path if inode is not None else _norm(path)
         if inode is None:
-            inode = self._files.get(p)  # type: ignore[arg-type]
+            if p is not path:
+                inode = files.get(p)  # type: ignore[arg-type]
             if inode is None and self._pending:
-                self._touch(p)  # type: ignore[arg-type]
-                inode = self._files.get(p)  # type: ignore[arg-type]
+                pending = self._pending
+                d = p.rpartition("/")[0]  # type: ignore[union-attr]
+                if d in pending and p not in pending:
+                    self._materialize(d)  # a file of a pending directory (its first open)
+                else:
+                    self._touch(p)  # type: ignore[arg-type]
+                inode = files.get(p)  # type: ignore[arg-type]
         if inode is None:
             if p in self._dirs:
                 raise IsADirectoryError(p)
@@ -863,6 +877,27 @@ class MemoryMedium(Medium):
             raise FileNotFoundError(d)
         names = [p.rpartition("/")[2] for p in self._file_kids.get(d, ())]
         names += [p.rpartition("/")[2] for p in self._dir_kids.get(d, ())]
+        names.sort()
+        return names
+
+    def list_files(self, path: PathLike) -> list[str]:
+        """:meth:`Medium.list_files` from the directory's file entries alone (no listing of
+        its subdirectories, no per-name directory check)."""
+        return self._kid_names(path, self._file_kids)
+
+    def list_dirs(self, path: PathLike) -> list[str]:
+        """:meth:`Medium.list_dirs` from the directory's subdirectory entries alone."""
+        return self._kid_names(path, self._dir_kids)
+
+    def _kid_names(self, path: PathLike, kids: dict[str, Any]) -> list[str]:
+        """The sorted names of directory ``path``'s entries in ``kids`` (errors as listdir's)."""
+        d = _norm(path)
+        self._touch(d)
+        if d not in self._dirs:
+            if d in self._files:
+                raise NotADirectoryError(d)
+            raise FileNotFoundError(d)
+        names = [p.rpartition("/")[2] for p in kids.get(d, ())]
         names.sort()
         return names
 

@@ -51,6 +51,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
+from replica_core._slot_init import slot_init
 from replica_core.errors import (
     CorruptSnapshotError,
     InvalidConfigurationError,
@@ -155,6 +156,7 @@ def _origin(origin: AppendOrigin | str) -> AppendOrigin:
 
 
 # --- value types ------------------------------------------------------------------------------
+@slot_init
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     """One cached batch of a producer (``BatchMetadata``): its last sequence, last offset, the
@@ -550,10 +552,10 @@ class ProducerStateManager:
     :func:`rebuild_producer_state` for that.
     """
 
-    __slots__ = ('producer_id_expiration_ms', 'max_transaction_timeout_ms', 'medium', 'log_dir',
-        'clock', '_topic_partition', '_producers', '_ongoing_txns', '_unreplicated_txns',
-        '_oldest_txn_last_timestamp', '_last_map_offset', '_last_snap_offset', '_snapshots',
-        'corrupt_snapshots', '__weakref__')
+    __slots__ = ("producer_id_expiration_ms", "max_transaction_timeout_ms", "medium", "log_dir",
+                 "clock", "_topic_partition", "_producers", "_ongoing_txns", "_unreplicated_txns",
+                 "_oldest_txn_last_timestamp", "_last_map_offset", "_last_snap_offset",
+                 "_snapshots", "corrupt_snapshots", "__weakref__")
 
     def __init__(self, medium: Medium, log_dir: str | os.PathLike[str], clock: Any, *,
                  producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -578,12 +580,33 @@ class ProducerStateManager:
 
     @classmethod
     def for_new_log(cls, medium: Medium, log_dir: str | os.PathLike[str], clock: Any,
-                    start_offset: int, **kwargs: Any) -> ProducerStateManager:
+                    start_offset: int, *,
+                    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+                    **kwargs: Any) -> ProducerStateManager:
         """The manager of a partition directory just created: nothing to list or load, the state
         starts at ``start_offset`` and counts as snapshotted there (what
         :func:`rebuild_producer_state` leaves for an empty log, without touching the medium)."""
-        m = cls(medium, log_dir, clock, list_existing=False, **kwargs)
+        if kwargs:
+            m = cls(medium, log_dir, clock, list_existing=False,
+                    producer_id_expiration_ms=producer_id_expiration_ms, **kwargs)
+            m._last_map_offset = m._last_snap_offset = int(start_offset)
+            return m
+        # what that constructor call sets, field by field (a created log's first batch with a
+        # producer id makes one)
+        m = cls.__new__(cls)
+        m.producer_id_expiration_ms = _expiration_ms(producer_id_expiration_ms)
+        m.max_transaction_timeout_ms = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS
+        m.medium = medium
+        m.log_dir = log_dir if type(log_dir) is str else os.fspath(log_dir)
+        m.clock = clock
+        m._topic_partition = ""
+        m._producers = {}
+        m._ongoing_txns = {}
+        m._unreplicated_txns = {}
+        m._oldest_txn_last_timestamp = -1
         m._last_map_offset = m._last_snap_offset = int(start_offset)
+        m._snapshots = {}
+        m.corrupt_snapshots = []
         return m
 
     # --- reads ------------------------------------------------------------------------------
@@ -736,7 +759,8 @@ class ProducerStateManager:
     # --- high watermark and log start -----------------------------------------------------
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Completed transactions whose markers are now below the HW stop holding the LSO."""
-        self._remove_unreplicated_transactions(high_watermark)
+        if self._unreplicated_txns:  # none, mostly: every high watermark move asks
+            self._remove_unreplicated_transactions(high_watermark)
 
     def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
         self._remove_unreplicated_transactions(log_start_offset)
@@ -791,15 +815,22 @@ class ProducerStateManager:
             raise KafkaStorageError(f"error renaming producer snapshot {path}: {e}") from e
         return renamed
 
-    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int]) -> None:
+    def remove_stray_snapshots(self, segment_base_offsets: Iterable[int],
+                               file_names: list[str] | None = None) -> None:
         """Reload the file list, then delete each snapshot that is not at a segment base offset,
         except the newest such one when it lies above the last segment's base (the snapshot a
         clean shutdown writes at the log end offset) (``removeStraySnapshots``). Also deletes
         ``*.snapshot.tmp`` left by a crash during :meth:`take_snapshot` (no Kafka counterpart:
-        Kafka writes no temporary file)."""
+        Kafka writes no temporary file).
+
+        ``file_names``: the directory's file names (no subdirectory) when the caller holds a
+        listing whose snapshot names are current (the loader's); None lists the directory."""
         bases = set(segment_base_offsets)
         medium, log_dir = self.medium, self.log_dir
-        if medium.exists(log_dir):
+        if file_names is not None:
+            self._delete_leftover_tmp_files(file_names)
+            snapshots = snapshot_files_among(medium, log_dir, file_names)
+        elif medium.exists(log_dir):
             # one listing serves both steps: removing ``*.snapshot.tmp`` files changes no
             # ``*.snapshot`` name, and a directory that lists is a directory
             names = medium.listdir(log_dir)
@@ -1002,11 +1033,21 @@ def apply_in_sequence(manager: ProducerStateManager, entry: ProducerStateEntry,
     """After the records of a batch :func:`in_sequence_entry` accepted are written: what
     :func:`apply_producer_state_update` does for it (the batch cached, the timestamp taken, the
     map end offset past it; a new producer's entry installed)."""
-    entry.add_batch(producer_epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
+    # entry.add_batch, in line
+    batches = entry.batch_metadata
+    if entry.producer_epoch != producer_epoch:  # maybe_update_producer_epoch
+        batches.clear()
+        entry.producer_epoch = producer_epoch
+    batches.append(BatchMetadata(last_seq, last_offset, last_offset - first_offset, timestamp))
+    entry.last_timestamp = timestamp
     producers = manager._producers
-    if entry.producer_id not in producers:
-        producers[entry.producer_id] = entry
-        manager._update_oldest_txn_timestamp()
+    pid = entry.producer_id
+    if pid not in producers:
+        producers[pid] = entry
+        if manager._ongoing_txns:
+            manager._update_oldest_txn_timestamp()
+        else:  # what _update_oldest_txn_timestamp sets with no open transaction
+            manager._oldest_txn_last_timestamp = -1
     manager._last_map_offset = last_offset + 1
 
 

@@ -229,10 +229,10 @@ class LogSegment:
     Build with :meth:`open`. Indexes open lazily (Kafka's ``LazyIndex``).
     """
 
-    __slots__ = ('medium', 'dir', 'base_offset', 'index_interval_bytes', 'max_index_size',
-        'roll_jitter_ms', 'clock', 'suffix', '_size', '_offset_index', '_time_index', 'created',
-        '_rolling_based_timestamp', '_max_ts', '_bytes_since_last_index_entry', '_next_offset',
-        'closed', '_indexes_preallocated', '_log', '__weakref__')
+    __slots__ = ("medium", "dir", "base_offset", "index_interval_bytes", "max_index_size",
+                 "roll_jitter_ms", "clock", "suffix", "_size", "_offset_index", "_time_index",
+                 "created", "_rolling_based_timestamp", "_max_ts", "_bytes_since_last_index_entry",
+                 "_next_offset", "closed", "_indexes_preallocated", "_log", "__weakref__")
 
     def __init__(
         self,
