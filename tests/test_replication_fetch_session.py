@@ -8,7 +8,9 @@ each trigger — an append, expiry, a leadership change — but not by a HW chan
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from replication_harness import TP, Cluster
@@ -18,6 +20,9 @@ from replica_core.replication import ReplicaConfig
 from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
 from replica_core.replication.fetch_session import FetchSession
 from replica_core.replication.messages import FetchPartition, FetchRequest, TopicPartition
+from replica_core.replication.replica_manager import ReplicaManager
+from replica_core.sim import scenario as sc
+from replica_core.sim.run import run_scenario
 from replica_core.storage.segment import LogOffsetMetadata
 
 TP1 = TopicPartition("t", 1)
@@ -402,3 +407,92 @@ def test_session_rows_map_each_partition_to_the_followers_table_slot():
     assert (session.rows[i], session.slots[i]) == (p.row, p.table.slot(p.row, 2))
     assert session.slots[i] == 2 and p.follower_slot(1) == 1 and p.follower_slot(0) == -1
     assert (session.rows[j], session.slots[j]) == (-1, -1)
+
+
+def test_high_watermark_news_found_by_the_parking_read_is_sent_on_completion():
+    """The parking request's own fetch moves TP's HW (follower 1 reports the LEO follower 2
+    already has) after TP was read with the old one: the parked response owes the new HW,
+    and an append to TP1 that completes it sends TP's HW beside TP1's records."""
+    c = cluster()
+    sid = open_session(c)
+    c.produce(TP, 2, acks=1)
+    c.fetch(2, (TP, TP1))
+    c.fetch(2, (TP, TP1))                        # follower 2 at LEO 2
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=1)
+    assert [(p.tp, p.high_watermark, len(p.records) > 0) for p in resp.partitions] == [
+        (TP, 0, True)]
+    c.apply(1, resp)
+    got: list = []
+    assert session_fetch(c, 1, (TP,), session_id=sid, epoch=2, max_wait_ms=500,
+                         callback=got.append) is None
+    assert c.partition(0, TP).high_watermark == 2 and got == []
+    c.produce(TP1, 1, acks=1)
+    assert len(got) == 1
+    # session order: TP moved to the end when its records were sent
+    assert [(p.tp, p.high_watermark, len(p.records) > 0) for p in got[0].partitions] == [
+        (TP1, 0, True), (TP, 2, False)]
+
+
+def test_leader_log_start_move_is_sent_when_a_parked_fetch_completes():
+    """KIP-227: a log start other than the one last sent is answered. Retention moving
+    TP1's log start on the leader completes no parked fetch (DelayedFetch does not look at
+    it), but the response that an append to TP then completes carries TP1's new log start."""
+    c = cluster()
+    c.produce(TP1, 2, acks=1)
+    sid = open_session(c)                        # follower 1 holds TP1's two records
+    c.fetch(2, (TP, TP1))
+    c.fetch(2, (TP, TP1))                        # follower 2 too
+    resp = session_fetch(c, 1, (TP1,), session_id=sid, epoch=1)   # HW 2 on the leader
+    c.apply(1, resp)
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=2)
+    assert [(p.tp, p.high_watermark, p.log_start_offset) for p in resp.partitions] == [
+        (TP1, 2, 0)]
+    got: list = []
+    assert session_fetch(c, 1, (), session_id=sid, epoch=3, max_wait_ms=500,
+                         callback=got.append) is None
+    assert c.rm(0).local_log(TP1).maybe_increment_log_start_offset(1)
+    assert got == []
+    c.produce(TP, 1, acks=1)
+    assert len(got) == 1
+    assert [(p.tp, p.log_start_offset, len(p.records) > 0) for p in got[0].partitions] == [
+        (TP, 0, True), (TP1, 1, False)]
+
+
+_EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.parametrize("path, overrides", [
+    (sc.default_scenario_path(), {"topics.0.partitions": 60, "duration_s": 10,
+                                  "faults.0.at_s": 3, "faults.1.at_s": 7,
+                                  "broker.session.timeout.ms": 2000,
+                                  "workload.batches_per_second": 2.0}),
+    (_EXAMPLES / "retention-reset.toml", {"duration_s": 16, "faults.0.at_s": 4,
+                                          "faults.1.at_s": 12}),
+])
+def test_parked_fetch_answers_what_a_scan_of_the_whole_session_finds(monkeypatch, path,
+                                                                     overrides):
+    """Every parked session fetch completed in a simulated run (appends, HW moves, a crash
+    and restart, leadership changes, retention moving log starts) reads exactly the
+    partitions, in the order, that a scan of its whole session picks at that moment."""
+    real = ReplicaManager._session_pending_reads
+    seen = {"marked": 0, "partitions": 0}
+
+    def checked(self, op):
+        parts = real(self, op)
+        got = [fp.tp for fp in parts]
+        session = op.session
+        marked = (op.leadership_gen == self._leadership_gen
+                  and op.log_start_gen == self._log_start_gen
+                  and op.session_version == session.version
+                  and op.session_epoch == session.epoch)
+        session.refresh_rows(self._row_and_slot, self._leadership_gen)
+        m = self.table.kernels.session_pending(session.columns, len(session.index))
+        assert got == [session.parts[i].tp for i in session.out[:m].tolist()]
+        seen["marked"] += marked
+        seen["partitions"] += len(got)
+        return parts
+
+    monkeypatch.setattr(ReplicaManager, "_session_pending_reads", checked)
+    summary = run_scenario(sc.load(path, overrides))[0]
+    assert summary["lost_acked_records"] == 0
+    assert seen["marked"] > 100 and seen["partitions"] > 100

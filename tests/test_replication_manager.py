@@ -251,3 +251,25 @@ def test_partition_state_names_its_topic_partition_and_compares_by_message_field
     assert twin == state and hash(twin) == hash(state) and twin != moved
     assert "tp=" not in repr(state)
     assert [f.name for f in dataclasses.fields(state) if f.compare][-1] == "topic_id"
+
+
+def test_leader_state_is_the_leaders_epoch_hw_and_leo_and_none_elsewhere() -> None:
+    """``leader_state``: (leader epoch, HW, LEO) where the partition is led here with a log;
+    None on a follower, for a partition not hosted, and after leadership moves away."""
+    c = Cluster()
+    c.create(TP)
+    c.produce(TP, 3, acks=1)
+    for follower in (1, 2, 1, 2):  # both fetch the records, then report their LEO
+        c.fetch(follower)
+    leader = c.partition(0)
+    assert (leader.log_end_offset, leader.high_watermark) == (3, 3)
+    assert c.rm(0).leader_state(TP) == (leader.leader_epoch, 3, 3)
+    c.produce(TP, 2, acks=1)
+    assert c.rm(0).leader_state(TP) == (leader.leader_epoch, 3, 5)
+    assert c.rm(1).leader_state(TP) is None
+    assert c.rm(0).leader_state(TopicPartition("other", 0)) is None
+    c.leader_and_isr(TP, leader=1, isr=(0, 1, 2))
+    assert c.rm(0).leader_state(TP) is None
+    # the new leader starts from the HW it had learnt as a follower (0: its last fetch was
+    # answered before the old leader's HW moved) and its own LEO (the first 3 records)
+    assert c.rm(1).leader_state(TP) == (c.partition(1).leader_epoch, 0, 3)

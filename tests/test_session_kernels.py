@@ -1,7 +1,8 @@
 """The leader's fetch-session kernels (KIP-227 incremental fetch over the §6.2 state table):
 ``session_fetch`` picks what a follower's request must read and applies §6.2 to the quiet rest;
-``session_pending`` picks what a parked request must answer. Native against its twin, and both
-against a plain numpy statement of the rule."""
+``session_pending`` picks what a parked request must answer (``session_pending_marked`` the same
+among the columns a parked request marked). Native against its twin, and both against a plain
+numpy statement of the rule."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,7 +73,7 @@ def picked(b: np.ndarray, m: int) -> list[int]:
 def test_native_and_twin_share_the_session_layout():
     names = ("SESSION_ORDER", "SESSION_ROWS", "SESSION_SLOTS", "SESSION_FETCH_OFFSET",
              "SESSION_LOG_START", "SESSION_SENT_HW", "SESSION_SENT_LOG_START",
-             "SESSION_REQ_EPOCH", "SESSION_OUT", "SESSION_ROW_COUNT")
+             "SESSION_REQ_EPOCH", "SESSION_OUT", "SESSION_MARK", "SESSION_ROW_COUNT")
     native, twin = kernel_module("native"), kernel_module("twin")
     assert [getattr(native, n) for n in names] == [getattr(twin, n) for n in names]
     assert sorted(getattr(twin, n) for n in names[:-1]) == list(range(twin.SESSION_ROW_COUNT))
@@ -163,6 +164,67 @@ def test_session_pending_native_twin_and_reference_agree(P, R, n, seed):
     in_order = {k: v[order] for k, v in s.items()}
     assert got[0] == got[1] == [int(order[k]) for k in reference_pending(cols, in_order, n)]
     assert_same_columns(cols, before)  # a parked read changes no follower state
+
+
+@settings(max_examples=200, deadline=None)
+@given(P=st.integers(1, 10), R=st.integers(2, 5), n=st.integers(0, 24),
+       seed=st.integers(0, 2**32 - 1))
+def test_session_pending_marked_native_twin_and_reference_agree(P, R, n, seed):
+    """Among the columns marked with the stamp asked for (others carry older or newer stamps),
+    the ones with news, in session order."""
+    rng = np.random.default_rng(seed)
+    cols = random_columns(rng, P, R)
+    s = random_session(rng, cols, P, R, n + 3)
+    order = rng.permutation(n + 3).astype(np.int64)  # three columns the session never visits
+    stamp = int(rng.integers(1, 5))
+    marks = rng.integers(stamp - 1, stamp + 2, n + 3).astype(np.int64)
+    before = copy_columns(cols)
+    lay = kernel_module("twin")
+    got = []
+    for impl in ("native", "twin"):
+        kern = kernel_module(impl).ReplicaStateKernels(cols, R)
+        session = block(order, s)
+        session[lay.SESSION_MARK] = marks
+        session[lay.SESSION_OUT] = -7
+        m = kern.session_pending_marked(session, n, stamp)
+        got.append(picked(session, m))
+    in_order = {k: v[order] for k, v in s.items()}
+    news = [int(order[k]) for k in reference_pending(cols, in_order, n)]
+    expected = [j for j in news if marks[j] == stamp]
+    assert got[0] == got[1] == expected
+    # every column marked: exactly what session_pending picks over the whole session
+    full = []
+    for impl in ("native", "twin"):
+        kern = kernel_module(impl).ReplicaStateKernels(cols, R)
+        session = block(order, s)
+        session[lay.SESSION_MARK] = stamp
+        full.append(picked(session, kern.session_pending_marked(session, n, stamp)))
+    assert full[0] == full[1] == news
+    assert_same_columns(cols, before)
+
+
+@pytest.mark.parametrize("impl", ["native", "twin"])
+def test_session_pending_marked_refuses_a_bad_block(impl):
+    rng = np.random.default_rng(4)
+    cols = random_columns(rng, 3, 3)
+    kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
+    lay = kernel_module("twin")
+    z = [0, 0]
+    with pytest.raises(ValueError):  # more entries asked for than the block has columns
+        kern.session_pending_marked(block([0, 1], rows=[0, 1], fetch_offsets=z), 3, 1)
+    with pytest.raises(ValueError):  # a block missing rows
+        kern.session_pending_marked(block([0, 1], rows=[0, 1])[:-1], 1, 1)
+    with pytest.raises(IndexError):  # column 2 is not there
+        kern.session_pending_marked(block([0, 2], rows=[0, 1], fetch_offsets=z), 2, 1)
+    bad_row = block([0, 1], rows=[0, 7], fetch_offsets=z)  # no partition 7
+    bad_row[lay.SESSION_MARK] = [1, 1]
+    with pytest.raises(IndexError):
+        kern.session_pending_marked(bad_row, 2, 1)
+    bad_row[lay.SESSION_MARK] = [1, 0]  # a column not marked is not looked at
+    zero = np.zeros(1, np.int64)
+    expected = reference_pending(cols, dict(rows=zero, fetch_offsets=zero, sent_hw=zero,
+                                            sent_log_start=zero, req_epochs=zero), 1)
+    assert picked(bad_row, kern.session_pending_marked(bad_row, 2, 1)) == expected
 
 
 @pytest.mark.parametrize("impl", ["native", "twin"])

@@ -193,6 +193,12 @@ class FakeRM:
     def partition(self, tp):
         return self.parts.get(tp)
 
+    def leader_state(self, tp):
+        p = self.parts.get(tp)
+        if p is None or not p.is_leader or p.log is None:
+            return None
+        return p.leader_epoch, p.high_watermark, p.log.log_end_offset
+
     def local_log(self, tp):
         p = self.parts.get(tp)
         return p.log if p is not None else None

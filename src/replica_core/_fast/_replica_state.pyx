@@ -40,7 +40,8 @@ cdef enum:
     S_SENT_LOG_START = 6  # the leader's log start last sent
     S_REQ_EPOCH = 7       # the request's current leader epoch
     S_OUT = 8             # kernel output: the columns picked, in session order
-    SESSION_COLUMNS = 9
+    S_MARK = 9            # the parked fetch's stamp on columns that may have news for it
+    SESSION_COLUMNS = 10
 
 SESSION_ORDER = S_ORDER
 SESSION_ROWS = S_ROWS
@@ -51,6 +52,7 @@ SESSION_SENT_HW = S_SENT_HW
 SESSION_SENT_LOG_START = S_SENT_LOG_START
 SESSION_REQ_EPOCH = S_REQ_EPOCH
 SESSION_OUT = S_OUT
+SESSION_MARK = S_MARK
 SESSION_ROW_COUNT = SESSION_COLUMNS
 
 
@@ -470,6 +472,64 @@ cdef class ReplicaStateKernels:
                         or c.lso[p * c.R] != sent_log_start[j] or c.epoch[p] != req_epochs[j]):
                     out[m] = j
                     m += 1
+        return m
+
+    cpdef Py_ssize_t session_pending_marked(self, int64_t[:, ::1] session, Py_ssize_t n,
+                                            int64_t stamp) except -1:
+        """``session_pending`` over the columns marked ``stamp`` only (``mark[j] == stamp``):
+        the marked columns ``order[k]`` (``k < n``) with something to send now, written in
+        session order to the ``out`` row; their count. Only the order and mark rows are read
+        for the others (and only the marked columns are checked)."""
+        cdef Py_ssize_t k, j, t, m = 0, picked = 0, bad = -1, bad_order = -1, cap
+        cdef Py_ssize_t P = self.num_partitions
+        cdef int64_t p, f
+        cdef Cols c = self.c
+        if session.shape[0] < SESSION_COLUMNS:
+            raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
+        cap = session.shape[1]
+        if n < 0 or n > cap:
+            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        if n == 0:
+            return 0
+        cdef const int64_t* order = &session[S_ORDER, 0]
+        cdef const int64_t* rows = &session[S_ROWS, 0]
+        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
+        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
+        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
+        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
+        cdef const int64_t* mark = &session[S_MARK, 0]
+        cdef int64_t* out = &session[S_OUT, 0]
+        with nogil:
+            # the marked columns in session order (checked), then the rule over them
+            for k in range(n):
+                j = order[k]
+                if j < 0 or j >= cap:
+                    bad_order = k
+                    break
+                if mark[j] == stamp:
+                    if rows[j] >= P:
+                        bad = j
+                        break
+                    out[picked] = j
+                    picked += 1
+            if bad_order < 0 and bad < 0:
+                for t in range(picked):
+                    j = out[t]
+                    p = rows[j]
+                    f = fetch_offsets[j]
+                    if p < 0:
+                        if f >= 0:
+                            out[m] = j
+                            m += 1
+                    elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[j]
+                            or c.lso[p * c.R] != sent_log_start[j]
+                            or c.epoch[p] != req_epochs[j]):
+                        out[m] = j
+                        m += 1
+        if bad_order >= 0:
+            raise IndexError(f"session order entry {order[bad_order]} outside the columns")
+        if bad >= 0:
+            raise IndexError(f"no partition {rows[bad]}")
         return m
 
     # ---- §6.3 isCaughtUp ---------------------------------------------------------------------

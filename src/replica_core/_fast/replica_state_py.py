@@ -27,7 +27,8 @@ SESSION_SENT_HW = 5  # the HW last sent (-1: none / after an error)
 SESSION_SENT_LOG_START = 6  # the leader's log start last sent
 SESSION_REQ_EPOCH = 7  # the request's current leader epoch
 SESSION_OUT = 8  # kernel output: the columns picked, in session order
-SESSION_ROW_COUNT = 9
+SESSION_MARK = 9  # the parked fetch's stamp on columns that may have news for it
+SESSION_ROW_COUNT = 10
 
 
 def _flat(a: Any) -> Any:
@@ -245,6 +246,45 @@ class ReplicaStateKernels:
         m = 0
         for k in range(n):
             j = int(order[k])
+            p = int(rows[j])
+            f = int(fetch_offsets[j])
+            if p < 0:
+                send = f >= 0
+            else:
+                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[j])
+                        or int(self.log_start_offset[p * self.max_replicas])
+                        != int(sent_log_start[j])
+                        or int(self.leader_epoch[p]) != int(req_epochs[j]))
+            if send:
+                out[m] = j
+                m += 1
+        return m
+
+    def session_pending_marked(self, session: Any, n: int, stamp: int) -> int:
+        """``session_pending`` over the columns marked ``stamp`` only (``mark[j] == stamp``):
+        the marked columns ``order[k]`` (``k < n``) with something to send now, written in
+        session order to the ``out`` row; their count. Only the order and mark rows are read
+        for the others (and only the marked columns are checked)."""
+        if len(session) < SESSION_ROW_COUNT:
+            raise ValueError(f"a session block has {SESSION_ROW_COUNT} rows, not {len(session)}")
+        cap = len(session[SESSION_ORDER])
+        if n < 0 or n > cap:
+            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        order, rows, mark = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_MARK]
+        marked = []
+        for k in range(n):
+            j = int(order[k])
+            if j < 0 or j >= cap:
+                raise IndexError(f"session order entry {j} outside the columns")
+            if int(mark[j]) == stamp:
+                if int(rows[j]) >= self.num_partitions:
+                    raise IndexError(f"no partition {int(rows[j])}")
+                marked.append(j)
+        fetch_offsets, sent_hw = session[SESSION_FETCH_OFFSET], session[SESSION_SENT_HW]
+        sent_log_start, req_epochs = session[SESSION_SENT_LOG_START], session[SESSION_REQ_EPOCH]
+        out = session[SESSION_OUT]
+        m = 0
+        for j in marked:
             p = int(rows[j])
             f = int(fetch_offsets[j])
             if p < 0:

@@ -237,8 +237,16 @@ class DelayedSessionFetch(DelayedFetch):
     only once the end moves past it. The replica manager reports each changed partition
     (:meth:`try_complete_after`), and only that partition's bytes are re-counted — the same
     total, since a partition's available bytes change only with the events that report it.
-    On completion only partitions with something to send are read again
-    (``session_pending``), which gives the response Kafka's full re-read gives.
+    On completion only partitions with something to send are read again, which gives the
+    response Kafka's full re-read gives (:meth:`ReplicaManager._session_pending_reads`).
+
+    Which partitions can have something to send is known without looking at the others: one
+    whose read at park found news (KIP-227's new HW, log start, epoch or records, which the
+    parked response has not sent yet) and one reported changed since (an append, a HW move);
+    the rest had none at park and nothing about them changed. The fetch marks those columns
+    of the session with its own stamp (``FetchSession.mark``). What is not reported per
+    partition — a leadership change, a leader's log start move, a newer request in the
+    session — makes the completion look at every partition instead.
     """
 
     def __init__(self, params: FetchParams, context: IncrementalFetchContext,
@@ -246,16 +254,29 @@ class DelayedSessionFetch(DelayedFetch):
                  deliver: Callable[[FetchResponse], None]) -> None:
         super().__init__(params, (), manager, deliver, context)
         self._incremental = context
-        self.session = context.session
+        self.session = session = context.session
+        # The columns that may have news when this completes carry its stamp: the ones read
+        # now (the session scan picked them just before) and, later, each partition reported
+        # changed. The others are left out while the leadership, the leaders' log starts and
+        # the session (its partitions, its epoch) are as they are now.
+        self.stamp = stamp = session.new_stamp()
+        self.session_version = session.version
+        self.session_epoch = context.expected_epoch
+        self.leadership_gen = manager._leadership_gen
+        self.log_start_gen = manager._log_start_gen
+        mark = session.mark
+        index = session.index
         # what the first check (at park, straight after the reads) counts: not the reads that
         # stopped at the log end on the fast path, each 0 bytes and no completion while the
         # log has not changed since (it cannot in between)
         start: dict[TopicPartition, Any] = {}
         first: list[TopicPartition] = []
         for r in reads:
-            start[r.tp] = r.fetch_offset_metadata
+            tp = r.tp
+            start[tp] = r.fetch_offset_metadata
+            mark[index[tp]] = stamp
             if not r.at_log_end:
-                first.append(r.tp)
+                first.append(tp)
         self.start = start
         self._first: list[TopicPartition] | None = first
         self.available: dict[TopicPartition, int] = {}
@@ -277,9 +298,11 @@ class DelayedSessionFetch(DelayedFetch):
         """Re-check after ``tp`` changed (an append, a HW or leadership change)."""
         if self._completed:
             return False
-        i = self.session.index.get(tp)
+        session = self.session
+        i = session.index.get(tp)
         if i is None:
             return False
+        session.mark[i] = self.stamp  # it may have news now
         if self._recount(tp, i) or self.accumulated >= self.params.min_bytes:
             return self.force_complete()
         return False
@@ -356,7 +379,7 @@ class DelayedSessionFetch(DelayedFetch):
         answers the empty response without a read."""
         manager = self.manager
         manager._session_fetch_done(self)
-        parts = manager._session_pending_reads(self.session)
+        parts = manager._session_pending_reads(self)
         results = (manager._read_from_log(self.params, parts, read_from_purgatory=True)
                    if parts else ())
         # DelayedFetch._respond for a follower's fetch in a session

@@ -23,7 +23,10 @@ in the leader's :class:`~replica_core.replication.state.ReplicaStateTable`) so t
 can scan a whole session in one kernel call: an incremental follower fetch reads only the
 partitions Kafka's response filter could keep and updates the rest's follower fetch state in
 the kernel (``session_fetch``); a parked session fetch re-reads only partitions with news
-(``session_pending``). Both give the response Kafka gives after reading every partition.
+(``session_pending``), looking only at the columns it marked as possibly changed while the
+leadership, the leaders' log starts and the session stayed as they were when it parked
+(``session_pending_marked``, the ``mark`` row). Both give the response Kafka gives after reading
+every partition.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from replica_core._fast import load
 from replica_core._fast.replica_state_py import (
     SESSION_FETCH_OFFSET,
     SESSION_LOG_START,
+    SESSION_MARK,
     SESSION_ORDER,
     SESSION_OUT,
     SESSION_REQ_EPOCH,
@@ -80,7 +84,8 @@ _COLUMNS = (("_order", SESSION_ORDER, 0), ("rows", SESSION_ROWS, -1),
             ("log_start", SESSION_LOG_START, -1),
             ("cached_hw", SESSION_SENT_HW, INVALID_HIGH_WATERMARK),
             ("cached_log_start", SESSION_SENT_LOG_START, -1),
-            ("req_epoch", SESSION_REQ_EPOCH, -1), ("out", SESSION_OUT, 0))
+            ("req_epoch", SESSION_REQ_EPOCH, -1), ("out", SESSION_OUT, 0),
+            ("mark", SESSION_MARK, 0))
 
 
 class FetchSession:
@@ -105,11 +110,17 @@ class FetchSession:
         self._free: list[int] = []
         self.n = 0
         self.gen = -1
+        self.version = 0
+        """Bumped whenever a partition is added, updated or forgotten."""
+        self.stamp = 0
+        """The last stamp handed to a parked fetch of this session (:meth:`new_stamp`)."""
         self._allocate(16, None)
 
     columns: np.ndarray
     """The block the session kernels take; the named columns below are its rows."""
     out: np.ndarray
+    mark: np.ndarray
+    """A parked fetch's stamp on the columns that may have news for it (see :meth:`new_stamp`)."""
     _order: np.ndarray
     fetch_offset: np.ndarray
     req_epoch: np.ndarray
@@ -144,6 +155,7 @@ class FetchSession:
     def upsert(self, fp: FetchPartition) -> int:
         """Add a partition (cached HW and log start unknown) or update its request data
         (``CachedPartition.updateRequestParams``); its column slot."""
+        self.version += 1
         i = self.index.get(fp.tp)
         if i is None:
             if self._free:
@@ -172,6 +184,7 @@ class FetchSession:
         """A new session's partitions in order, with the HW and log start sent for each: what
         :meth:`upsert` of each then caching its HW and log start gives, column by column (the
         partitions of a full fetch's response; repeated partitions go one at a time)."""
+        self.version += 1
         n = len(parts)
         index = {fp.tp: i for i, fp in enumerate(parts)}
         if self.index or self.n or len(index) != n:
@@ -202,6 +215,7 @@ class FetchSession:
         i = self.index.pop(tp, None)
         if i is None:
             return False
+        self.version += 1
         # past the end of the live order: dropped from it
         _session_kernels.session_move_to_end(self.columns, len(self.index) + 1, i)
         self.parts[i] = None
@@ -231,6 +245,13 @@ class FetchSession:
         i = self.index.pop(tp)
         self.index[tp] = i
         _session_kernels.session_move_to_end(self.columns, len(self.index), i)
+
+    def new_stamp(self) -> int:
+        """A stamp no column carries yet, for a fetch parking now: it marks the columns that
+        may have news for that fetch (``mark[j] = stamp``), and a parked fetch's completion
+        looks at those only (``session_pending_marked``). Later stamps void earlier ones."""
+        self.stamp += 1
+        return self.stamp
 
     def order(self) -> np.ndarray:
         """Column slots in session order (kept alongside ``index``; read only)."""

@@ -300,6 +300,7 @@ class Partition:
         answers the partition with it (KIP-227 ``maybeUpdateResponseData``)."""
         if self.row >= 0:
             self.table.log_start_offset[self.row, 0] = offset
+            self.delayed.on_leader_log_start_moved(self.tp)
 
     def _drop_leader_state(self) -> None:
         if self.log is not None and self.log.log_start_listener == self._on_leader_log_start:

@@ -69,10 +69,12 @@ class IsrChangeListener(Protocol):
 
 
 class DelayedOperations(Protocol):
-    """Kafka's DelayedOperations: what to re-check when a partition's HW moves."""
+    """Kafka's DelayedOperations: what to re-check when a partition's HW moves; and a
+    leader's log start move, which the fetch sessions answer (KIP-227)."""
 
     def on_leader_hw_incremented(self, tp: TopicPartition) -> None: ...
     def on_follower_hw_changed(self, tp: TopicPartition) -> None: ...
+    def on_leader_log_start_moved(self, tp: TopicPartition) -> None: ...
 
 
 class AlterPartitionSender(Protocol):

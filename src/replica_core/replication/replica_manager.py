@@ -211,6 +211,9 @@ class _PartitionHooks:
     def on_follower_hw_changed(self, tp: TopicPartition) -> None:
         self._rm._try_complete_delayed_fetch_as_follower(tp)
 
+    def on_leader_log_start_moved(self, tp: TopicPartition) -> None:
+        self._rm._on_leader_log_start_moved(tp)
+
     def submit(self, item: AlterPartitionItem, *, retry: bool = False) -> None:
         self._rm._submit_alter_partition(item, retry=retry)
 
@@ -235,7 +238,7 @@ class ReplicaManager:
                  "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
                  "controller_epoch", "metadata_cache", "table", "_partition_context",
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
-                 "_shared_reads", "_leadership_gen", "_partitions", "_by_row", "_unsent", "_retry",
+                 "_shared_reads", "_leadership_gen", "_log_start_gen", "_partitions", "_by_row", "_unsent", "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
                  "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
                  "_next_isr_propagation_ms", "_next_hw_checkpoint_ms", "last_initial_fetch_states",
@@ -288,6 +291,9 @@ class ReplicaManager:
         the next fetch of the same read (see :meth:`_try_complete_delayed_fetch`); None
         otherwise."""
         self._leadership_gen = 0
+        self._log_start_gen = 0
+        """Bumped when a leader's log start moves (retention, DeleteRecords): news for the
+        fetch sessions that no per-partition report carries."""
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_row: dict[int, Partition] = {}
         self._unsent: dict[TopicPartition, AlterPartitionItem] = {}
@@ -328,6 +334,17 @@ class ReplicaManager:
 
     def partitions(self) -> dict[TopicPartition, Partition]:
         return dict(self._partitions)
+
+    def leader_state(self, tp: TopicPartition | tuple[str, int]) -> tuple[int, int, int] | None:
+        """(leader epoch, HW, LEO) of ``tp`` when it is led here with a local log, else None:
+        what a check of a leader's HW against its LEO reads, in one lookup."""
+        p = self._partitions.get(tp)  # type: ignore[arg-type]
+        if p is None or not p.is_leader:
+            return None
+        log = p.log
+        if log is None:
+            return None
+        return p.leader_epoch, p.high_watermark, log.log_end_offset
 
     def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
         p = self._partitions.get(tp)  # type: ignore[arg-type]
@@ -684,10 +701,24 @@ class ReplicaManager:
         parts = session.parts
         return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
 
-    def _session_pending_reads(self, session: FetchSession) -> list[FetchPartition]:
-        """A parked session fetch completing: the partitions with something to send now."""
-        session.refresh_rows(self._row_and_slot, self._leadership_gen)
-        m = self.table.kernels.session_pending(session.columns, len(session.index))
+    def _session_pending_reads(self, op: DelayedSessionFetch) -> list[FetchPartition]:
+        """A parked session fetch completing: the partitions with something to send now, in
+        session order (a HW, log start or epoch other than the one last sent, records, or a
+        partition no longer led here).
+
+        Only the partitions ``op`` marked can have any (see :class:`DelayedSessionFetch`):
+        while the leadership, every leader's log start and the session's partitions are as
+        they were when it parked, only those are looked at; otherwise all are."""
+        session = op.session
+        gen = self._leadership_gen
+        if (op.leadership_gen == gen and op.log_start_gen == self._log_start_gen
+                and op.session_version == session.version and session.gen == gen
+                and op.session_epoch == session.epoch):
+            m = self.table.kernels.session_pending_marked(session.columns, len(session.index),
+                                                          op.stamp)
+        else:
+            session.refresh_rows(self._row_and_slot, gen)
+            m = self.table.kernels.session_pending(session.columns, len(session.index))
         if not m:
             return []
         parts = session.parts
@@ -1016,6 +1047,11 @@ class ReplicaManager:
     def _on_leader_hw_incremented(self, tp: TopicPartition) -> None:
         self.produce_purgatory.check_and_complete(tp)
         self._try_complete_delayed_fetch(tp)
+
+    def _on_leader_log_start_moved(self, tp: TopicPartition) -> None:
+        """A leader's log start moved: fetch sessions answer it (KIP-227), though it completes
+        no parked fetch (Kafka's DelayedFetch does not look at the log start)."""
+        self._log_start_gen += 1
 
     def _record_produce_expiration(self, tps: list[TopicPartition]) -> None:
         self._counters["ProduceExpiresPerSec"] += 1

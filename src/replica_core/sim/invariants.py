@@ -363,22 +363,17 @@ class InvariantChecker:
         if tracked is None:
             tracked = self._leader_hw[bid] = {}
         checks = self.checks
-        partition = rm.partition
+        leader_state = rm.leader_state
         n = 0  # partitions checked: added to both counts once, after the loop (or at a failure)
         for tp in tps:
-            p = partition(tp)
-            if p is None or not p.is_leader:
+            state = leader_state(tp)
+            if state is None:  # not led here (any more), or no log
                 continue
-            lg = p.log
-            if lg is None:
-                continue
-            hw = p.high_watermark
-            leo = lg.log_end_offset
+            epoch, hw, leo = state
             if hw > leo:
                 checks["hw"] += n + 1
                 checks["leader_hw"] += n
                 self.fail("hw_le_leo", f"leader {bid} of {tp}: HW {hw} > LEO {leo}")
-            epoch = p.leader_epoch
             last = tracked.get(tp)
             if last is None or last[0] != epoch:
                 tracked[tp] = (epoch, hw)
