@@ -79,6 +79,17 @@ cdef struct Cols:
     uint8_t* elig
 
 
+cdef inline bint _has_news(Cols c, int64_t p, int64_t f, int64_t sent_hw, int64_t sent_log_start,
+                           int64_t req_epoch) noexcept nogil:
+    """A session column has something to send (a parked fetch's rule): led here (row ``p``)
+    with records past the fetch offset ``f``, a HW, log start or epoch other than the one last
+    sent; or not led here (``p < 0``) though fetched (``f >= 0``): answered with the error."""
+    if p < 0:
+        return f >= 0
+    return (c.leader_leo[p] != f or c.hw[p] != sent_hw or c.lso[p * c.R] != sent_log_start
+            or c.epoch[p] != req_epoch)
+
+
 cdef inline bint _fetch(Cols c, Py_ssize_t i, int64_t fetch_offset, int64_t follower_log_start,
                         int64_t fetch_time_ms, int64_t leader_end_offset,
                         int64_t broker_epoch) noexcept nogil:
@@ -463,13 +474,8 @@ cdef class ReplicaStateKernels:
             for k in range(n):
                 j = order[k]
                 p = rows[j]
-                f = fetch_offsets[j]
-                if p < 0:
-                    if f >= 0:
-                        out[m] = j
-                        m += 1
-                elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[j]
-                        or c.lso[p * c.R] != sent_log_start[j] or c.epoch[p] != req_epochs[j]):
+                if _has_news(c, p, fetch_offsets[j], sent_hw[j], sent_log_start[j],
+                             req_epochs[j]):
                     out[m] = j
                     m += 1
         return m
@@ -515,15 +521,8 @@ cdef class ReplicaStateKernels:
             if bad_order < 0 and bad < 0:
                 for t in range(picked):
                     j = out[t]
-                    p = rows[j]
-                    f = fetch_offsets[j]
-                    if p < 0:
-                        if f >= 0:
-                            out[m] = j
-                            m += 1
-                    elif (c.leader_leo[p] != f or c.hw[p] != sent_hw[j]
-                            or c.lso[p * c.R] != sent_log_start[j]
-                            or c.epoch[p] != req_epochs[j]):
+                    if _has_news(c, rows[j], fetch_offsets[j], sent_hw[j], sent_log_start[j],
+                                 req_epochs[j]):
                         out[m] = j
                         m += 1
         if bad_order >= 0:

@@ -246,19 +246,22 @@ class ReplicaStateKernels:
         m = 0
         for k in range(n):
             j = int(order[k])
-            p = int(rows[j])
-            f = int(fetch_offsets[j])
-            if p < 0:
-                send = f >= 0
-            else:
-                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[j])
-                        or int(self.log_start_offset[p * self.max_replicas])
-                        != int(sent_log_start[j])
-                        or int(self.leader_epoch[p]) != int(req_epochs[j]))
-            if send:
+            if self._has_news(int(rows[j]), int(fetch_offsets[j]), int(sent_hw[j]),
+                              int(sent_log_start[j]), int(req_epochs[j])):
                 out[m] = j
                 m += 1
         return m
+
+    def _has_news(self, p: int, f: int, sent_hw: int, sent_log_start: int,
+                  req_epoch: int) -> bool:
+        """A session column has something to send (a parked fetch's rule): led here (row
+        ``p``) with records past the fetch offset ``f``, a HW, log start or epoch other than
+        the one last sent; or not led here (``p < 0``) though fetched (``f >= 0``)."""
+        if p < 0:
+            return f >= 0
+        return (int(self.leader_leo[p]) != f or int(self.hw[p]) != sent_hw
+                or int(self.log_start_offset[p * self.max_replicas]) != sent_log_start
+                or int(self.leader_epoch[p]) != req_epoch)
 
     def session_pending_marked(self, session: Any, n: int, stamp: int) -> int:
         """``session_pending`` over the columns marked ``stamp`` only (``mark[j] == stamp``):
@@ -285,16 +288,8 @@ class ReplicaStateKernels:
         out = session[SESSION_OUT]
         m = 0
         for j in marked:
-            p = int(rows[j])
-            f = int(fetch_offsets[j])
-            if p < 0:
-                send = f >= 0
-            else:
-                send = (int(self.leader_leo[p]) != f or int(self.hw[p]) != int(sent_hw[j])
-                        or int(self.log_start_offset[p * self.max_replicas])
-                        != int(sent_log_start[j])
-                        or int(self.leader_epoch[p]) != int(req_epochs[j]))
-            if send:
+            if self._has_news(int(rows[j]), int(fetch_offsets[j]), int(sent_hw[j]),
+                              int(sent_log_start[j]), int(req_epochs[j])):
                 out[m] = j
                 m += 1
         return m
