@@ -869,14 +869,8 @@ class MemoryMedium(Medium):
         return _norm(path) in self._dirs
 
     def listdir(self, path: PathLike) -> list[str]:
-        d = _norm(path)
-        self._touch(d)
-        if d not in self._dirs:
-            if d in self._files:
-                raise NotADirectoryError(d)
-            raise FileNotFoundError(d)
-        names = [p.rpartition("/")[2] for p in self._file_kids.get(d, ())]
-        names += [p.rpartition("/")[2] for p in self._dir_kids.get(d, ())]
+        names = self._kid_names(path, self._file_kids)
+        names += self._kid_names(path, self._dir_kids)
         names.sort()
         return names
 
