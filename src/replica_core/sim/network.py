@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from replica_core.errors import InvalidConfigurationError
-from replica_core.sim.loop import _UNCANCELLED, EventLoop, _push
+from replica_core.sim.loop import EventLoop
 
 LATENCY_STREAM = 0x6C6174656E6379  # spawn-key tag of the per-link latency generators
 SPIKE_STREAM = 0x7370696B65  # spawn-key tag of the per-link delay-spike generators
@@ -481,10 +481,7 @@ class Network:
         if at < link.last_arrival_ms:  # in order on the connection, as TCP delivers
             at = link.last_arrival_ms
         link.last_arrival_ms = at
-        # loop.post_at(at, fn, *args) in line (``at`` is an int, never before now)
-        seq = loop._seq  # noqa: SLF001
-        loop._seq = seq + 1  # noqa: SLF001
-        _push(loop._queue, (at, seq, _UNCANCELLED, fn, args))  # noqa: SLF001
+        loop.post_at(at, fn, *args)
         return True
 
     def request(
@@ -528,23 +525,15 @@ def _arrive(exchange: _Exchange, message: Any) -> None:
     network = exchange.network
     dst = exchange.dst
     handler = network._handlers.get(dst)  # noqa: SLF001
-    if handler is None:
+    if handler is None or not network.reachable(exchange.src, dst):
         return
-    src = exchange.src
-    # network.reachable(src, dst) in line
-    down = network._down  # noqa: SLF001
-    if down and (src in down or dst in down):
-        return
-    cut = network._cut  # noqa: SLF001
-    if cut and frozenset((src, dst)) in cut:
-        return
-    handler(src, message, exchange)
+    handler(exchange.src, message, exchange)
 
 
 def _finish(exchange: _Exchange, result: Any) -> None:
     if not exchange.done:
         exchange.done = True
-        exchange.timer.cancelled = True  # Timer.cancel(), in line
+        exchange.timer.cancel()
         exchange.on_response(result)
 
 

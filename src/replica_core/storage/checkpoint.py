@@ -329,16 +329,7 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
     def write(self, entries: Iterable[tuple[int, int]]) -> None:
         """Replace the checkpoint (atomic; synchronous; Kafka writes it on every change of the
         cache)."""
-        if type(entries) is list and len(entries) == 1:
-            # encode of the common cache (one epoch), in line: the same bytes
-            epoch, start = entries[0]
-            data = b"%d\n1\n%d %d\n" % (self.version, epoch, start)
-        else:
-            data = self.encode(entries)  # write_entries, inlined (written on every assign)
-        try:
-            self.medium.write_atomic(self.path, data)
-        except OSError as e:
-            raise KafkaStorageError(f"Error while writing to checkpoint file {self.path}: {e}") from e
+        self._write(self.encode(entries))
 
     def write_if_dir_exists(self, entries: Iterable[tuple[int, int]]) -> bool:
         """Write unless the partition directory is gone (being deleted); False then."""

@@ -77,9 +77,7 @@ class LeaderEpochCache:
                 checkpoint.write([(epoch, start_offset)])
             return True
         if self._assign(int(epoch), int(start_offset)):
-            checkpoint = self._checkpoint  # _write, inlined
-            if checkpoint is not None:
-                checkpoint.write(list(zip(self._epochs, self._starts, strict=True)))
+            self._write()
             return True
         return False
 
