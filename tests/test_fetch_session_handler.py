@@ -20,7 +20,12 @@ from replica_core.replication.fetch_metadata import (
     FetchMetadata,
     next_epoch,
 )
-from replica_core.replication.messages import FetchPartition, TopicPartition
+from replica_core.replication.messages import (
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchResponse,
+    TopicPartition,
+)
 
 FETCH_SESSION_ID_NOT_FOUND = Errors.FETCH_SESSION_ID_NOT_FOUND
 INVALID_FETCH_SESSION_EPOCH = Errors.INVALID_FETCH_SESSION_EPOCH
@@ -349,3 +354,87 @@ def test_readding_a_partition_keeps_its_place_with_newer_data():
     assert builder.build().to_send == (req(foo0, 3, 100, 200), req(foo1, 0, 100, 200))
     with pytest.raises(ValueError):
         handler.new_builder().add(foo0, req(foo1, 0, 100, 200))
+
+
+# --- the fetcher's one-call forms: handle_fetch_response, apply_change --------------------------
+def _session(session_id: int = 9) -> FetchSessionHandler:
+    """A handler whose session holds foo0, foo1 and bar0 and whose next request is incremental."""
+    handler = FetchSessionHandler(1)
+    build(handler, req(foo0, 0, 0, 100), req(foo1, 0, 0, 100), req(bar0, 0, 0, 100))
+    assert handler.handle_response(Errors.NONE, session_id, [foo0, foo1, bar0])
+    assert not handler.next_metadata.is_full
+    return handler
+
+
+def _twin(handler: FetchSessionHandler) -> FetchSessionHandler:
+    twin = FetchSessionHandler(handler.node)
+    twin.next_metadata = handler.next_metadata
+    twin.session_partitions = dict(handler.session_partitions)
+    twin._pos = dict(handler._pos)
+    twin._next_pos = handler._next_pos
+    return twin
+
+
+@pytest.mark.parametrize("error, session_id, tps, throttle", [
+    (Errors.NONE, 9, [foo1], 0),                    # incremental, in the session: next epoch
+    (Errors.NONE, 9, [], 0),                        # an empty incremental answer
+    (Errors.NONE, 9, [foo0, foo0, bar0], 0),        # a repeated partition is still in it
+    (Errors.NONE, INVALID_SESSION_ID, [foo0], 0),   # the leader closed the session
+    (Errors.NONE, 9, [foo0, baz0], 0),              # a partition outside the session
+    (FETCH_SESSION_ID_NOT_FOUND, 9, [], 0),
+    (INVALID_FETCH_SESSION_EPOCH, 9, [foo0], 5),
+])
+def test_handle_fetch_response_is_handle_response(error, session_id, tps, throttle):
+    """``handle_fetch_response(response)`` moves the session exactly as ``handle_response``
+    given the response's fields, and says the same, for incremental and full requests."""
+    response = FetchResponse(error, tuple(FetchPartitionResponse(tp, Errors.NONE) for tp in tps),
+                             throttle, session_id)
+    for handler in (_session(), FetchSessionHandler(1)):   # incremental, then full metadata
+        if handler.next_metadata.is_full:
+            build(handler, req(foo0, 0, 0, 100), req(bar0, 0, 0, 100))
+        twin = _twin(handler)
+        expected = twin.handle_response(error, session_id, tps, throttle_time_ms=throttle)
+        assert handler.handle_fetch_response(response) is expected
+        assert handler.next_metadata == twin.next_metadata
+
+
+@pytest.mark.parametrize("entry", [
+    req(foo1, 0, 0, 100),     # equal data: implied, nothing sent
+    req(foo1, 4, 0, 100),     # a new fetch offset: altered, sent, kept in its place
+    req(foo1, 0, 3, 100),     # a new log start offset
+    req(baz0, 0, 0, 100),     # new to the session: sent and appended
+])
+def test_apply_change_is_apply_changes_of_one(entry):
+    handler = _session()
+    twin = _twin(handler)
+    expected = twin.apply_changes([entry], [])
+    got = handler.apply_change(entry)
+    assert got == expected
+    assert got[0] == (() if entry == req(foo1, 0, 0, 100) else (entry,))
+    assert list(handler.session_partitions.items()) == list(twin.session_partitions.items())
+    assert handler._pos == twin._pos and handler._next_pos == twin._next_pos
+    with pytest.raises(RuntimeError):
+        FetchSessionHandler(1).apply_change(entry)   # full metadata: a Builder's job
+
+
+def test_add_entries_is_add_of_each():
+    """``Builder.add_entries`` builds what ``add`` of each entry under its partition builds
+    (a repeated partition keeps its first place and takes the later data), full and
+    incremental, and refuses a built builder."""
+    entries = [req(foo0, 0, 0, 100), req(bar0, 2, 0, 100), req(foo1, 1, 0, 100),
+               req(foo0, 3, 0, 100)]
+    for session_id in (None, 9):
+        one, each = (FetchSessionHandler(1), FetchSessionHandler(1))
+        if session_id is not None:
+            one, each = _session(session_id), _session(session_id)
+        b1 = one.new_builder()
+        b1.add_entries(entries)
+        got = b1.build()
+        expected = build(each, *entries)
+        assert got.to_send == expected.to_send and got.to_forget == expected.to_forget
+        assert list(got.session_partitions.items()) == list(expected.session_partitions.items())
+        if session_id is None:  # full: every entry, foo0 in its first place with its later data
+            assert got.to_send == (req(foo0, 3, 0, 100), req(bar0, 2, 0, 100),
+                                   req(foo1, 1, 0, 100))
+        with pytest.raises(RuntimeError):
+            b1.add_entries(entries)

@@ -149,6 +149,28 @@ def test_without_recheck_the_op_is_checked_once_then_watched(purgatory):
     assert purgatory.delayed == 0
 
 
+def test_delay_without_watching_expires_or_completes_once(purgatory, clock):
+    """try_complete_else_delay: checked once, timed, on no watch list; it completes once,
+    by its owner (force_complete, which stops the timer) or by expiry."""
+    log: list = []
+    ready = Op(100, log, "ready", ready=True)
+    assert purgatory.try_complete_else_delay(ready)
+    assert (purgatory.watched, purgatory.delayed) == (0, 0) and log == [("ready", "complete")]
+    a, b = Op(100, log, "a"), Op(100, log, "b")
+    assert not purgatory.try_complete_else_delay(a)
+    assert not purgatory.try_complete_else_delay(b)
+    assert a.tries == 1 and purgatory.keys() == []
+    assert (purgatory.watched, purgatory.delayed) == (0, 2)
+    with pytest.raises(ValueError):
+        purgatory.try_complete_else_delay(a)  # already timed here
+    assert a.force_complete() and purgatory.delayed == 1
+    assert purgatory.next_deadline_ms() == T0 + 100
+    assert purgatory.advance_clock(T0 + 100) == 1
+    assert log == [("ready", "complete"), ("a", "complete"), ("b", "complete"),
+                   ("b", "expire")]
+    assert purgatory.delayed == 0 and purgatory.next_deadline_ms() is None
+
+
 def test_watched_counts_completed_entries_until_purged(clock):
     purgatory: Purgatory[Op] = Purgatory("Fetch", clock, purge_interval=1)
     log: list = []

@@ -496,3 +496,31 @@ def test_parked_fetch_answers_what_a_scan_of_the_whole_session_finds(monkeypatch
     summary = run_scenario(sc.load(path, overrides))[0]
     assert summary["lost_acked_records"] == 0
     assert seen["marked"] > 100 and seen["partitions"] > 100
+
+
+def test_one_session_fetch_moving_two_partitions_advances_each_hw_in_order():
+    """Kafka's updateFollowerFetchState per partition of the fetch, in request order: one
+    incremental fetch that brings follower 1 up on TP and TP1 moves both HWs (follower 2 is
+    there already) and answers both acks=-1 produces, TP's first."""
+    c = cluster()
+    sid = open_session(c)
+    answered: list = []
+    for tp in (TP, TP1):
+        assert c.produce(tp, 2, callback=lambda r, tp=tp: answered.append(
+            (tp, r[tp].error_code, r[tp].base_offset))) is None
+        c.catch_up((2,), tp)                        # follower 2 takes the batch, then asks on
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=1)
+    assert [(p.tp, len(p.records) > 0) for p in resp.partitions] == [(TP, True), (TP1, True)]
+    c.apply(1, resp)
+    assert answered == [] and [c.partition(0, tp).high_watermark for tp in (TP, TP1)] == [0, 0]
+    # the follower's next request carries both new fetch offsets
+    resp = session_fetch(c, 1, (TP, TP1), session_id=sid, epoch=2)
+    assert answered == [(TP, Errors.NONE, 0), (TP1, Errors.NONE, 0)]
+    assert [c.partition(0, tp).high_watermark for tp in (TP, TP1)] == [2, 2]
+    row = c.partition(0, TP1).row
+    slot = c.partition(0, TP1).follower_slot(1)
+    assert int(c.rm(0).table.leo[row, slot]) == 2
+    # the reads came before the updates (their HW was 0, as sent): the new HWs go next time
+    assert resp.partitions == ()
+    resp = session_fetch(c, 1, (), session_id=sid, epoch=3)
+    assert [(p.tp, p.high_watermark) for p in resp.partitions] == [(TP, 2), (TP1, 2)]

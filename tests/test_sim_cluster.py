@@ -277,3 +277,33 @@ def test_follower_fetch_check_catches_batches_out_of_order():
     assert checker.checks["offsets"] == before + 2
     with pytest.raises(InvariantViolation, match="offsets_increase"):
         checker.follower_fetched(c.brokers[follower], respond(4, 2), {})
+
+
+def test_controller_tracker_counts_are_the_columns_counted_afresh():
+    """The controller's offline / under-min-ISR / under-replicated counts, kept up to date one
+    partition change at a time, equal the columns counted from scratch (a partition without a
+    leader counts as offline only), and the integrals add count × elapsed time."""
+    import numpy as np
+
+    from replica_core.sim.cluster import _Tracker
+
+    rng = np.random.default_rng(3)
+    t = _Tracker()
+    t.grow(40, 3, 2)
+    t.grow(25, 2, 1)
+    t.close(0)  # integrating from 0
+    now, integral = 0, {"offline": 0, "under_min_isr": 0, "under_replicated": 0}
+    for _ in range(3000):
+        dt = int(rng.integers(0, 4))
+        integral["offline"] += t.offline * dt
+        integral["under_min_isr"] += t.under_min * dt
+        integral["under_replicated"] += t.under_rep * dt
+        now += dt
+        t.set(now, int(rng.integers(0, 65)), int(rng.integers(-1, 4)), int(rng.integers(0, 4)))
+        led = t.leader >= 0
+        assert t.offline == int((~led).sum())
+        assert t.under_min == int((led & (t.isr_size < t.min_isr)).sum())
+        assert t.under_rep == int((led & (t.isr_size < t.rf)).sum())
+        assert all(type(v) is int for v in (t.offline, t.under_min, t.under_rep))
+    t.close(now)
+    assert t.ms == integral and 0 < t.under_min < 65

@@ -15,7 +15,14 @@ from replica_core.sim.cluster import Cluster
 from replica_core.sim.faults import plan_random, validate_rates
 from replica_core.sim.invariants import records_digest
 from replica_core.sim.report import dumps_canonical
-from replica_core.sim.run import CSV_SERIES, SUMMARY_KEYS, run_scenario, simulate, write_outputs
+from replica_core.sim.run import (
+    CSV_SERIES,
+    SUMMARY_KEYS,
+    Sampler,
+    run_scenario,
+    simulate,
+    write_outputs,
+)
 from replica_core.sim.workload import Workload
 
 SMALL = {
@@ -76,6 +83,71 @@ def test_the_cyclic_collector_is_off_during_the_run_and_as_it_was_after():
     finally:
         gc.set_threshold(*before)
     assert seen and all(state == (False, True) for state in seen)
+
+
+def test_the_cyclic_collector_is_off_during_the_setup_too(monkeypatch):
+    """Building the cluster, creating its topics and the warm-up run with the cyclic collector
+    off (the setup builds what lives for the whole run, and no garbage cycles); the caller's
+    collector is on again afterwards."""
+    import gc
+
+    seen = []
+    create_topic = Cluster.create_topic
+
+    def spy(self, *args, **kwargs):
+        seen.append(gc.isenabled())
+        try:
+            return create_topic(self, *args, **kwargs)
+        finally:
+            seen.append(gc.isenabled())
+
+    monkeypatch.setattr(Cluster, "create_topic", spy)
+    assert gc.isenabled()
+    run_scenario(small(duration_s=2, **{"faults.0.at_s": 1, "faults.1.at_s": 1.5}))
+    assert seen == [False, False]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_sampled_lags_are_every_led_partitions_followers_with_a_known_leo():
+    """The lag sample: on each live broker, in row order, every follower slot of a partition it
+    leads whose replica is known and has fetched (LEO known): leader LEO − follower LEO — with
+    rows freed by leaderships that moved away among them."""
+    c = Cluster(3, config={"min.insync.replicas": 1, "broker.session.timeout.ms": 2000,
+                           "replica.lag.time.max.ms": 4000}, seed=7)
+    c.create_topic("t", 12, 3)
+    c.advance(1500)
+    for k in range(12):
+        c.produce("t", k, [b"v"] * (k + 1), acks=1)
+    c.advance(500)
+    c.crash(1)
+    c.advance(4000)  # broker 1's partitions elect new leaders
+    c.restart(1)
+    c.advance(6000)  # broker 1 catches up and rejoins the ISRs
+    c.controller_node.preferred_leader_election()  # leaderships move back: rows are freed
+    c.advance(500)
+    c.crash(3)  # keep broker 3's followers from fetching: lags stay behind
+    for k in range(12):
+        c.produce("t", k, [b"w"] * 3, acks=1)
+    c.advance(300)
+    freed = sum(len(c.brokers[b].rm.table._free) for b in (1, 2))
+    assert freed > 0
+    expected = []
+    for b in sorted(c.brokers):
+        broker = c.brokers[b]
+        if not broker.alive:
+            continue
+        table = broker.rm.table
+        for row in range(table.capacity):
+            if not table.active[row]:
+                continue
+            for r in range(1, table.max_replicas):
+                leo = int(table.leo[row, r])
+                if table.replica_id[row, r] >= 0 and leo >= 0:
+                    expected.append(int(table.leader_leo[row]) - leo)
+    lags = Sampler(c, c.loop.now).lags()
+    assert lags.dtype == np.int64
+    assert lags.tolist() == expected
+    assert any(expected)  # some followers are behind
 
 
 def test_what_the_run_allocated_is_not_left_for_a_young_collection():

@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from replica_core.errors import Errors
 from replica_core.replication.fetch_metadata import INVALID_SESSION_ID, FetchMetadata
-from replica_core.replication.messages import FetchPartition, TopicPartition
+from replica_core.replication.messages import FetchPartition, FetchResponse, TopicPartition
 
 __all__ = ["Builder", "FetchRequestData", "FetchSessionHandler",
            "find_missing"]
@@ -82,6 +82,15 @@ class Builder:
         if data.tp != tp:
             raise ValueError(f"partition data for {data.tp} added under {tp}")
         self._next[tp] = data
+
+    def add_entries(self, entries: Iterable[FetchPartition]) -> None:
+        """:meth:`add` each entry under its own partition (``entry.tp``), in order: a fetcher's
+        full request, one call for every ready partition."""
+        nxt = self._next
+        if nxt is None:
+            raise RuntimeError("Builder.add after build")
+        for data in entries:
+            nxt[data.tp] = data
 
     def build(self) -> FetchRequestData:
         """Build the request for the handler's ``next_metadata``; a builder builds only once.
@@ -232,6 +241,32 @@ class FetchSessionHandler:
             new.append(session[tp])
         return tuple(new), tuple(removed)
 
+    def apply_change(self, data: FetchPartition
+                     ) -> tuple[tuple[FetchPartition, ...], tuple[TopicPartition, ...]]:
+        """:meth:`apply_changes` for one wanted entry and nothing dropped (the fetcher's round
+        after one partition appended): sent when new to the session or altered, else implied."""
+        metadata = self.next_metadata
+        if metadata.is_full:
+            raise RuntimeError("build_changes needs incremental metadata; use new_builder()")
+        session = self.session_partitions
+        tp = data.tp
+        prev = session.get(tp)
+        if prev is None:
+            session[tp] = data
+            self._pos[tp] = self._next_pos
+            self._next_pos += 1
+            added = 1
+        elif data is prev or (data.fetch_offset == prev.fetch_offset and data == prev):
+            added = -1  # (a new fetch offset, the usual change, is told without the full ==)
+        else:
+            session[tp] = data
+            added = 0
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("Built incremental fetch %s for node %d. Added %d, altered %d, removed 0 "
+                      "out of %d partition(s).", metadata, self.node, int(added > 0),
+                      int(added == 0), len(session))
+        return ((data,) if added >= 0 else ()), ()
+
     def verify_full_fetch_response_partitions(self, partitions: Set[TopicPartition]) -> str | None:
         """None if a full response holds exactly the session's partitions, else a description
         naming the omitted and the extra ones (verifyFullFetchResponsePartitions)."""
@@ -311,6 +346,25 @@ class FetchSessionHandler:
         else:
             self.next_metadata = metadata.next_incremental()
         return True
+
+    def handle_fetch_response(self, response: FetchResponse) -> bool:
+        """:meth:`handle_response` for a whole :class:`FetchResponse`. The common answer — no
+        error, to an incremental request, naming only session partitions — is checked entry by
+        entry against the session (no set of the response's partitions is made); every other
+        answer goes through :meth:`handle_response`."""
+        metadata = self.next_metadata
+        if response.error_code == _NONE and not metadata.is_full:
+            session = self.session_partitions
+            for p in response.partitions:
+                if p.tp not in session:
+                    break
+            else:
+                self.next_metadata = FetchMetadata.INITIAL \
+                    if response.session_id == INVALID_SESSION_ID else metadata.next_incremental()
+                return True
+        return self.handle_response(response.error_code, response.session_id,
+                                    [p.tp for p in response.partitions],
+                                    throttle_time_ms=response.throttle_time_ms)
 
     def handle_error(self, exc: BaseException) -> None:
         """Sending the request failed: close the session and try a new one on the next request

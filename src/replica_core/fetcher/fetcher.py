@@ -51,6 +51,7 @@ from replica_core.fetcher.partition_states import (
 from replica_core.fetcher.truncation import OffsetTruncationState, offset_truncation_state
 from replica_core.replication.config import ReplicaConfig
 from replica_core.replication.messages import (
+    ISOLATION_READ_UNCOMMITTED,
     NO_EPOCH,
     EpochEndOffset,
     FetchPartition,
@@ -467,13 +468,16 @@ class ReplicaFetcher:
                           ) -> dict[TopicPartition, PartitionFetchState]:
         """Stop following ``tps``; returns the states they had (``removePartitions``)."""
         removed = {}
+        states = self.partition_states
+        unregister = self.fetcher_lag_stats.unregister
         for tp in tps:
-            tp = TopicPartition(*tp)
-            state = self.partition_states.state_value(tp)
-            self.partition_states.remove(tp)
-            self.fetcher_lag_stats.unregister(tp)
-            if state is not None:
+            if type(tp) is not TopicPartition:
+                tp = TopicPartition(*tp)
+            state = states.state_value(tp)
+            if state is not None:  # (remove is a no-op for a partition not followed here)
+                states.remove(tp)
                 removed[tp] = state
+            unregister(tp)
         return removed
 
     def remove_all_partitions(self) -> dict[TopicPartition, PartitionFetchState]:
@@ -510,11 +514,12 @@ class ReplicaFetcher:
         """
         self._process_answer()
         sent = False
-        if self._in_flight is None:
-            self.maybe_truncate()
+        if self._in_flight is None and self.partition_states.has_truncating():
+            self.maybe_truncate()  # (nothing to select otherwise: the common round skips it)
         if self._in_flight is None:
             sent = self.maybe_fetch()
-        self._complete_delayed_fetch_requests()
+        if self.partitions_with_new_high_watermark:
+            self._complete_delayed_fetch_requests()
         return sent
 
     @property
@@ -841,8 +846,7 @@ class ReplicaFetcher:
             self._entry_key = key
             parts, errors = self.fetch_partitions()
             builder = handler.new_builder()
-            for fp in parts:
-                builder.add(fp.tp, fp)
+            builder.add_entries(parts)
             data = builder.build()
             to_send, to_forget = data.to_send, data.to_forget
         else:
@@ -851,10 +855,13 @@ class ReplicaFetcher:
             self._built = None
             return None, errors
         metadata = handler.next_metadata
-        request = FetchRequest(self.broker_id, cfg.wait_max_ms, cfg.min_bytes,
-                               cfg.response_max_bytes, to_send, self.broker_epoch,
-                               session_id=metadata.session_id, session_epoch=metadata.epoch,
-                               forgotten=to_forget)
+        rm = self.replica_manager
+        # broker_id and broker_epoch (KIP-903), read in line; the fields in order
+        request = FetchRequest(int(rm.broker_id), cfg.wait_max_ms, cfg.min_bytes,
+                               cfg.response_max_bytes, to_send,
+                               int(rm.broker_epoch) if cfg.isr_broker_epochs else -1,
+                               ISOLATION_READ_UNCOMMITTED, metadata.session_id, metadata.epoch,
+                               to_forget)
         self._built = request
         return request, errors
 
@@ -870,6 +877,16 @@ class ReplicaFetcher:
             changed = list(dict.fromkeys(changed + due))
         elif not changed:
             return (), (), []  # the session holds every entry as it is: all implied
+        elif len(changed) == 1:
+            # the common round: one partition changed (it appended); ready, its entry is the
+            # whole change, else the general pass below drops it
+            tp = changed[0]
+            st = self.partition_states.state_value(tp)
+            if st is not None and st.state is FETCHING and (
+                    st.delay_until_ms is None or st.delay_until_ms <= now):
+                entry = self._fetch_entry(tp, st)
+                if entry is not None:
+                    return (*self.session_handler.apply_change(entry), [])
         state_value = self.partition_states.state_value
         ready: list[tuple[TopicPartition, PartitionFetchState]] = []
         dropped: list[TopicPartition] = []
@@ -972,20 +989,18 @@ class ReplicaFetcher:
         Diverging-epoch answers are truncated on after the loop and their records and HW ignored
         (KAFKA-14704); errored partitions are then delayed by ``replica.fetch.backoff.ms``.
         """
-        self.fetcher_stats.request_rate.mark()
+        self.fetcher_stats.request_rate.count += 1  # Meter.mark(), in line
         in_session = self._built is request
         if in_session:
             self._built = None
-        errors: dict[TopicPartition, None] = {}
-        diverging: dict[TopicPartition, EpochEndOffset] = {}
+        errors: Iterable[TopicPartition] | None = None
+        diverging: dict[TopicPartition, EpochEndOffset] | None = None
         if isinstance(response, BaseException):
             log.warning("%s: error in response for fetch request: %r", self.name, response)
             if in_session:
                 self.session_handler.handle_error(response)
-            errors = dict.fromkeys(self.partition_states)
-        elif in_session and not self.session_handler.handle_response(
-                response.error_code, response.session_id, [p.tp for p in response.partitions],
-                throttle_time_ms=response.throttle_time_ms):
+            errors = list(self.partition_states)
+        elif in_session and not self.session_handler.handle_fetch_response(response):
             # a session error, or a response that does not match the session: nothing is
             # processed, and the next request is a full one (RemoteLeaderEndPoint.fetch)
             log.info("%s: fetch session problem (%s); next fetch is full", self.name,
@@ -993,23 +1008,24 @@ class ReplicaFetcher:
         elif response.error_code != _NONE:
             log.warning("%s: error in response for fetch request: %r", self.name,
                         _error_name(response.error_code))
-            errors = dict.fromkeys(self.partition_states)
+            errors = list(self.partition_states)
         else:
             asked = self.session_handler.session_partitions if in_session else \
                 {p.tp: p for p in request.partitions}
-            self._process_partition_answers(asked, response.partitions, errors, diverging)
+            errors, diverging = self._process_partition_answers(asked, response.partitions)
         if diverging:
             self._truncate_on_fetch_response(diverging)
         if errors:
             self._delay_partitions(errors, self.config.backoff_ms)
 
     def _process_partition_answers(self, asked: Mapping[TopicPartition, FetchPartition],
-                                   answers: tuple[FetchPartitionResponse, ...],
-                                   errors: dict[TopicPartition, None],
-                                   diverging: dict[TopicPartition, EpochEndOffset]) -> None:
+                                   answers: tuple[FetchPartitionResponse, ...]
+                                   ) -> tuple[dict[TopicPartition, None] | None,
+                                              dict[TopicPartition, EpochEndOffset] | None]:
         """The per-partition half of ``processFetchRequest``: one pass over the answers, the
         common case (no error, no divergence) handled inline — ``processPartitionData``
-        included — the rest by :meth:`_process_partition_error`.
+        included — the rest by :meth:`_process_partition_error`. Returns the partitions to
+        back off and the diverging-epoch answers to truncate on (None when there are none).
 
         ``ReplicaFetcherThread.processPartitionData`` (§7.7): the fetch offset must be the local
         LEO (else IllegalStateError: the partition is failed); the records are appended as
@@ -1018,15 +1034,14 @@ class ReplicaFetcher:
         Then the partition's lag is the leader's HW minus the next fetch offset, and a
         partition that appended moves on to the offset after the appended batches (and their
         epoch) and to the end of the fair order."""
+        errors: dict[TopicPartition, None] | None = None
+        diverging: dict[TopicPartition, EpochEndOffset] | None = None
         now = self.clock.milliseconds()
         states = self.partition_states
         following = states.partition_set()  # a live view: a partition failed below leaves it
         state_value = states.state_value
         partition_of = self.replica_manager.partition
-        new_hw = self.partitions_with_new_high_watermark
-        lag_stats = self.fetcher_lag_stats
-        gauges = lag_stats.stats
-        truncate_on_fetch = self.truncate_on_fetch
+        gauges = self.fetcher_lag_stats.stats
         quota = self.quota
         throttling = type(quota) is not UnboundedReplicaQuota
         for pd in answers:
@@ -1041,10 +1056,15 @@ class ReplicaFetcher:
                 continue
             code = pd.error_code
             if code != _NONE:
-                self._process_partition_error(tp, current, fp, code, errors)
+                if self._process_partition_error(tp, current, fp, code):
+                    if errors is None:
+                        errors = {}
+                    errors[tp] = None
                 continue
             de = pd.diverging_epoch
-            if de is not None and truncate_on_fetch and de.leader_epoch >= 0:
+            if de is not None and self.truncate_on_fetch and de.leader_epoch >= 0:
+                if diverging is None:
+                    diverging = {}
                 diverging[tp] = EpochEndOffset(Errors.NONE, de.leader_epoch, de.end_offset)
                 continue
             try:
@@ -1058,46 +1078,56 @@ class ReplicaFetcher:
                     raise IllegalStateError(f"offset mismatch for {tp}: fetched offset = "
                                             f"{fetch_offset}, log end offset = {leo}")
                 records = pd.records
-                size = records.nbytes if isinstance(records, memoryview) else len(records)
+                size = records.nbytes if records.__class__ is memoryview else len(records)
                 info = partition.append_records_to_follower(records) if size else None
                 # Both updates below are no-ops when the values already match; skip the calls.
                 leader_hw = pd.high_watermark
                 before = lg.high_watermark
                 if leader_hw != before \
                         and partition.update_follower_high_watermark(leader_hw) != before:
-                    new_hw.append(tp)
+                    self.partitions_with_new_high_watermark.append(tp)
                 if pd.log_start_offset > lg.log_start_offset:
                     lg.maybe_increment_log_start_offset(pd.log_start_offset)
                     states.mark_changed(tp)  # the next request carries the new start
                 if size and throttling and quota.is_throttled(tp):
                     quota.record(size)
-                valid_bytes = info.valid_bytes if info is not None else 0
-                next_offset = info.last_offset + 1 if valid_bytes > 0 else fetch_offset
-                lag = leader_hw - next_offset
-                if lag < 0:
-                    lag = 0
-                gauge = gauges.get(tp)
-                if gauge is None:
-                    gauge = lag_stats.get_and_maybe_put(tp)
-                gauge.lag = lag
-                # An idle partition (nothing appended, lag known) keeps its state object as is.
-                if valid_bytes > 0:
+                if info is not None and info.valid_bytes > 0:
+                    next_offset = info.last_offset + 1
+                    lag = leader_hw - next_offset
+                    if lag < 0:
+                        lag = 0
+                    gauge = gauges.get(tp)
+                    if gauge is None:
+                        gauge = self.fetcher_lag_stats.get_and_maybe_put(tp)
+                    gauge.lag = lag
                     if tp in following:
                         lle = info.last_leader_epoch
                         states.update_fetched(tp, PartitionFetchState(
                             next_offset, lag, current.current_leader_epoch, None, FETCHING,
                             lle if lle is not None and lle >= 0 else current.last_fetched_epoch,
                             current.topic_id))
-                        self.fetcher_stats.byte_rate.mark(valid_bytes)
-                elif current.lag is None and tp in following:
-                    # nothing appended: only the lag becomes known; the request entry is the
-                    # same, so the next incremental build need not look at it
+                        self.fetcher_stats.byte_rate.count += info.valid_bytes  # Meter.mark
+                    continue
+                # nothing appended: the next fetch offset stays; only the lag may change
+                lag = leader_hw - fetch_offset
+                if lag < 0:
+                    lag = 0
+                gauge = gauges.get(tp)
+                if gauge is None:
+                    gauge = self.fetcher_lag_stats.get_and_maybe_put(tp)
+                gauge.lag = lag
+                # An idle partition whose lag is known keeps its state object as is.
+                if current.lag is None and tp in following:
+                    # only the lag becomes known; the request entry is the same, so the next
+                    # incremental build need not look at it
                     states.update_lag_and_move_to_end(tp, PartitionFetchState(
-                        next_offset, lag, current.current_leader_epoch, None, FETCHING,
+                        fetch_offset, lag, current.current_leader_epoch, None, FETCHING,
                         current.last_fetched_epoch, current.topic_id))
             except (CorruptRecordError, InvalidRecordError):
                 # Possibly transient (a torn read on the leader): retry after the backoff.
                 log.exception("%s: invalid records for %s at %d", self.name, tp, fetch_offset)
+                if errors is None:
+                    errors = {}
                 errors[tp] = None
             except KafkaStorageError:
                 log.exception("%s: storage error for %s", self.name, tp)
@@ -1106,25 +1136,22 @@ class ReplicaFetcher:
                 log.exception("%s: unexpected error processing %s at %d", self.name, tp,
                               fetch_offset)
                 self._mark_partition_failed(tp)
+        return errors, diverging
 
     def _process_partition_error(self, tp: TopicPartition, current: PartitionFetchState,
-                                 fp: FetchPartition, code: int,
-                                 errors: dict[TopicPartition, None]) -> None:
-        """A partition answered with an error code (§7.6)."""
+                                 fp: FetchPartition, code: int) -> bool:
+        """A partition answered with an error code (§7.6); True when it is to back off."""
         request_epoch = fp.current_leader_epoch if fp.current_leader_epoch != NO_EPOCH else None
         if code == Errors.OFFSET_OUT_OF_RANGE:
-            if not self._handle_out_of_range(tp, current, request_epoch):
-                errors[tp] = None
-        elif code == Errors.FENCED_LEADER_EPOCH:
-            if self._on_partition_fenced(tp, request_epoch):
-                errors[tp] = None
-        else:
-            # UNKNOWN_LEADER_EPOCH (the leader has not caught up with the epoch yet),
-            # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
-            # INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR and anything else: back off and retry.
-            log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
-                      self.source_broker)
-            errors[tp] = None
+            return not self._handle_out_of_range(tp, current, request_epoch)
+        if code == Errors.FENCED_LEADER_EPOCH:
+            return self._on_partition_fenced(tp, request_epoch)
+        # UNKNOWN_LEADER_EPOCH (the leader has not caught up with the epoch yet),
+        # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
+        # INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR and anything else: back off and retry.
+        log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
+                  self.source_broker)
+        return True
 
     # -- metrics --------------------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:

@@ -101,7 +101,7 @@ class ReplicaFetcherManager:
                                       ) -> dict[TopicPartition, PartitionFetchState]:
         """``removeFetcherForPartitions``: remove from every fetcher and from the failed set;
         returns the fetch states the partitions had."""
-        tps = [TopicPartition(*tp) for tp in partitions]
+        tps = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in partitions]
         states: dict[TopicPartition, PartitionFetchState] = {}
         for fetcher in self.fetchers.values():
             states.update(fetcher.remove_partitions(tps))

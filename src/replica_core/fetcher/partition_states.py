@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
-from collections.abc import Hashable, Iterable, Iterator, KeysView, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, KeysView, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from types import MappingProxyType
@@ -115,10 +115,14 @@ class PartitionStates(Generic[K, S]):
       so changed partitions can be put back in fair order.
     """
 
-    __slots__ = ("_map", "_seq", "_next_seq", "_changed", "_due", "_due_at", "_in_truncation")
+    __slots__ = ("_map", "_seq", "_next_seq", "_changed", "_due", "_due_at", "_in_truncation",
+                 "state_value")
 
     def __init__(self, states: Mapping[K, S] | Iterable[tuple[K, S]] | None = None) -> None:
         self._map: dict[K, S] = {}
+        self.state_value: Callable[[K], S | None] = self._map.get
+        """``state_value(tp)``: ``tp``'s state, or None — the map's own lookup, bound once (the
+        fetcher reads a state several times per partition per round)."""
         self._seq: dict[K, int] = {}
         self._next_seq = 0
         self._changed: dict[K, None] = {}
@@ -223,9 +227,12 @@ class PartitionStates(Generic[K, S]):
         """:meth:`update_and_move_to_end` for a state that differs from ``tp``'s current one in
         its ``lag`` alone (so in nothing its fetch request entry, readiness or delay is made
         of): not journaled, as the next incremental request would find its entry unchanged."""
-        self._map.pop(tp, None)
-        self._map[tp] = state
-        self._to_end(tp)
+        m = self._map
+        m.pop(tp, None)
+        m[tp] = state
+        seq = self._next_seq  # _to_end, inlined (a full answer sets every partition's lag)
+        self._seq[tp] = seq
+        self._next_seq = seq + 1
 
     def update(self, tp: K, state: S) -> None:
         """Set ``tp``'s state in place (appended last if absent)."""
@@ -268,10 +275,6 @@ class PartitionStates(Generic[K, S]):
 
     def __contains__(self, tp: object) -> bool:
         return tp in self._map
-
-    def state_value(self, tp: K) -> S | None:
-        """``tp``'s state, or None."""
-        return self._map.get(tp)
 
     def partition_set(self) -> KeysView[K]:
         """A live view of the partitions, in order."""

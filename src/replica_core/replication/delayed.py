@@ -134,12 +134,14 @@ class DelayedFetch(DelayedOperation):
     an offset (no segment position) adds nothing: the fetch then waits for other bytes or
     expiry (KAFKA-16452). The end offset is the LEO for followers and the HW for consumers. On
     completion the logs are read again (without updating follower state) and ``context`` (the
-    request's fetch-session context) turns the reads into the response.
+    request's fetch-session context) turns the reads into the response, handed to ``deliver``
+    if set (none while the fetch is first checked: a fetch complete at once is answered
+    directly).
     """
 
     def __init__(self, params: FetchParams,
                  statuses: Sequence[tuple[TopicPartition, FetchPartitionStatus]],
-                 manager: ReplicaManager, deliver: Callable[[FetchResponse], None],
+                 manager: ReplicaManager, deliver: Callable[[FetchResponse], None] | None,
                  context: FetchContext | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
@@ -222,7 +224,8 @@ class DelayedFetch(DelayedOperation):
             self.response = manager._fetch_response(results)
         else:
             self.response = self.context.generate(results, manager.clock.milliseconds())
-        self.deliver(self.response)
+        if self.deliver is not None:
+            self.deliver(self.response)
 
     def on_expiration(self) -> None:
         self.manager._record_fetch_expiration(self.params.is_from_follower)
@@ -251,7 +254,7 @@ class DelayedSessionFetch(DelayedFetch):
 
     def __init__(self, params: FetchParams, context: IncrementalFetchContext,
                  reads: Sequence[LogReadResult], manager: ReplicaManager,
-                 deliver: Callable[[FetchResponse], None]) -> None:
+                 deliver: Callable[[FetchResponse], None] | None) -> None:
         super().__init__(params, (), manager, deliver, context)
         self._incremental = context
         self.session = session = context.session
@@ -385,7 +388,8 @@ class DelayedSessionFetch(DelayedFetch):
         # DelayedFetch._respond for a follower's fetch in a session
         manager._record_delayed_fetch_completion(True)
         self.response = self._incremental.generate(results, manager.clock.milliseconds())
-        self.deliver(self.response)
+        if self.deliver is not None:
+            self.deliver(self.response)
 
 
 def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:

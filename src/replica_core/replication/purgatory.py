@@ -156,6 +156,23 @@ class Purgatory(Generic[T]):
             heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
         return False
 
+    def try_complete_else_delay(self, op: T) -> bool:
+        """Complete ``op`` now if it can; else start its timer without watching it under any
+        key. For an op its owner finds and checks itself (a parked session fetch, which the
+        replica manager checks when a partition of its session changes): a watch list that
+        nobody checks would only hold it until purged. ``try_complete`` is called once, as
+        :meth:`try_complete_else_watch` with ``recheck=False``. True iff it completed here."""
+        if op._timer is not None:
+            raise ValueError("operation is already in a purgatory")
+        if op.try_complete():
+            return True
+        if not op._completed:
+            op._timer = self  # type: ignore[assignment]
+            self._delayed += 1
+            self._seq += 1
+            heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
+        return False
+
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the ops watched under ``key``; how many completed here."""
         ops = self._watchers.get(key)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -162,6 +161,21 @@ class LogEndReadResult(LogReadResult):
     __slots__ = ()
     at_log_end = True
 
+    def __init__(self, tp: TopicPartition, log_end_metadata: Any, high_watermark: int,
+                 log_start_offset: int, log_end_offset: int) -> None:
+        """No error, no records (0 bytes), no divergence; the last stable offset is the HW."""
+        self.tp = tp
+        self.error = _NO_ERROR
+        self.records = b""
+        self.fetch_offset_metadata = log_end_metadata
+        self.diverging_epoch = None
+        self.high_watermark = high_watermark
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        self.last_stable_offset = high_watermark
+        self.size = 0
+        self.entry = None
+
 
 class FetcherManagerLike(Protocol):
     """What the replica manager needs from its fetcher manager (AbstractFetcherManager)."""
@@ -171,22 +185,6 @@ class FetcherManagerLike(Protocol):
     def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]) -> None: ...
     def shutdown_idle_fetcher_threads(self) -> None: ...
     def shutdown(self) -> None: ...
-
-
-@dataclass(slots=True)
-class _Delivery:
-    """Routes a delayed op's response: kept when ready at once, sent to the callback if parked."""
-
-    callback: Callable[[Any], None] | None
-    parked: bool = False
-    done: bool = False
-    value: Any = None
-
-    def __call__(self, value: Any) -> None:
-        self.value = value
-        self.done = True
-        if self.parked and self.callback is not None:
-            self.callback(value)
 
 
 class _PartitionHooks:
@@ -443,11 +441,13 @@ class ReplicaManager:
                     errors[partition.tp] = Errors.KAFKA_STORAGE_ERROR
                 touched.append(partition.tp)
         if to_follow:
-            self._make_followers(to_follow, errors, request.live_leaders)
-            touched.extend(p.tp for p, _ in to_follow)
+            completed = self._make_followers(to_follow, errors, request.live_leaders)
+            # the followers whose delayed operations makeFollowers completed already (nothing
+            # since could have added or unblocked any) are not looked at again
+            touched.extend(p.tp for p, _ in to_follow if p not in completed)
         # Leadership or epoch changed: parked produce/fetch may now complete (not leader any more,
         # fenced epoch, or an HW that moved in makeLeader).
-        if touched:
+        if to_lead or to_follow:
             self._leadership_gen += 1
         for tp in touched:
             self.produce_purgatory.check_and_complete(tp)
@@ -460,7 +460,9 @@ class ReplicaManager:
         return LeaderAndIsrResponse(Errors.NONE, errors)
 
     def _make_followers(self, items: list[tuple[Partition, LeaderAndIsrPartitionState]],
-                        errors: dict[TopicPartition, Errors], live_leaders: Sequence[int]) -> None:
+                        errors: dict[TopicPartition, Errors], live_leaders: Sequence[int]
+                        ) -> set[Partition]:
+        """makeFollowers; the partitions whose delayed operations it completed."""
         changed: list[Partition] = []
         for partition, state in items:
             errors[partition.tp] = Errors.NONE
@@ -485,13 +487,14 @@ class ReplicaManager:
             for partition in changed:
                 partition.truncate_to(int(partition.log.high_watermark))
         if self._shut_down or not changed:
-            return
+            return set(changed)
         states = {p.tp: InitialFetchState(p.leader_id, p.leader_epoch,
                                           self.initial_fetch_offset(p.log), p.topic_id)
                   for p in changed}
         self.last_initial_fetch_states.update(states)
         if self.fetcher_manager is not None:
             self.fetcher_manager.add_fetcher_for_partitions(states)
+        return set(changed)
 
     def initial_fetch_offset(self, log: Any) -> int:
         """ReplicaManager.initialFetchOffset: the LEO when truncation on fetch is supported (IBP
@@ -654,7 +657,8 @@ class ReplicaManager:
         else:
             parts = context.partitions()
             nothing_to_fetch = not parts
-        results = self._read_from_log(params, parts, read_from_purgatory=False)
+        results = self._read_from_log(params, parts, read_from_purgatory=False,
+                                      distinct=session is not None)
         readable = 0
         immediate = params.max_wait_ms <= 0 or nothing_to_fetch
         for r in results:
@@ -666,24 +670,26 @@ class ReplicaManager:
             if self._unsent:
                 self._flush_alter_partition()
             return response
-        delivery = _Delivery(callback)
+        # no delivery while first checked: a fetch complete at once is answered here
         op: DelayedFetch
         if session is not None and follower:
-            op = DelayedSessionFetch(params, context, results, self, delivery)  # type: ignore[arg-type]
+            # found through _parked_sessions when a partition of its session changes: its
+            # timer is started, no watch list holds it
+            op = DelayedSessionFetch(params, context, results, self, None)  # type: ignore[arg-type]
             self._parked_sessions[session.id] = op  # type: ignore[assignment]
-            keys: list[Any] = [("fetch-session", session.id)]
+            self.fetch_purgatory.try_complete_else_delay(op)
         else:
             op = DelayedFetch(params, [(info.tp, FetchPartitionStatus(r.fetch_offset_metadata, info))
                                        for info, r in zip(parts, results, strict=True)],
-                              self, delivery, context)
-            keys = [info.tp for info in parts]
-        # a fetch's try_complete changes only its own counts: one check is enough
-        self.fetch_purgatory.try_complete_else_watch(op, keys, recheck=False)
+                              self, None, context)
+            # a fetch's try_complete changes only its own counts: one check is enough
+            self.fetch_purgatory.try_complete_else_watch(op, [info.tp for info in parts],
+                                                         recheck=False)
         if self._unsent:
             self._flush_alter_partition()
-        if delivery.done:
-            return delivery.value
-        delivery.parked = True
+        if op._completed:
+            return op.response
+        op.deliver = callback  # parked: its completion answers through the callback
         return None
 
     def _session_reads(self, session: FetchSession, params: FetchParams, now: int
@@ -789,8 +795,9 @@ class ReplicaManager:
                            max_bytes, isolation)
 
     def _read_from_log(self, params: FetchParams, parts: Sequence[FetchPartition], *,
-                       read_from_purgatory: bool) -> list[LogReadResult]:
-        """ReplicaManager.readFromLog (§3.4): reads in request order under one byte budget.
+                       read_from_purgatory: bool, distinct: bool = False) -> list[LogReadResult]:
+        """ReplicaManager.readFromLog (§3.4): reads in request order under one byte budget;
+        ``distinct``: no partition repeats in ``parts`` (a session's).
 
         A read up to the log end whose last fetched epoch is the log's latest epoch cannot
         diverge (that epoch ends at the LEO, §3.5), so it goes straight to the log; one that
@@ -809,12 +816,8 @@ class ReplicaManager:
             if stale_epoch:  # KIP-903: a fetch of a previous incarnation moves nothing (ours)
                 self._counters["StaleReplicaEpochFetches"] += 1
             # the follower fetch states to update after the reads (a read from the purgatory
-            # updates none)
-            upd_parts: list[Partition] = []
-            upd_slots: list[int] = []
-            upd_offsets: list[int] = []
-            upd_starts: list[int] = []
-            upd_leos: list[int] = []
+            # updates none): (partition, slot, fetch offset, follower log start, leader LEO)
+            updates: list[tuple[Partition, int, int, int, int]] = []
         isolation = params.isolation
         to_log_end = isolation == ISOLATION_LOG_END
         fetch_only_leader = params.fetch_only_leader
@@ -853,8 +856,8 @@ class ReplicaManager:
                     hw = log.high_watermark
                     log_start = log.log_start_offset
                     if fetch_offset == leo:
-                        res = LogEndReadResult(tp, _NO_ERROR, b"", log.log_end_offset_metadata,
-                                               None, hw, log_start, leo, hw)
+                        res = LogEndReadResult(tp, log.log_end_offset_metadata, hw, log_start,
+                                               leo)
                     elif shared is not None:
                         cap = min(info.partition_max_bytes, limit)
                         key = (tp, fetch_offset, cap, min_one_message, hard_limit)
@@ -897,28 +900,31 @@ class ReplicaManager:
                 min_one_message = False
             limit = max(0, limit - size)
             if update and diverging is None:
-                upd_parts.append(partition)
-                upd_slots.append(slot)
-                upd_offsets.append(fetch_offset)
-                upd_starts.append(info.log_start_offset)
-                upd_leos.append(leo)
-        if update and upd_parts:
-            self._update_follower_fetch_states(upd_parts, upd_slots, upd_offsets, upd_starts,
-                                               upd_leos, now, params.replica_epoch)
+                updates.append((partition, slot, fetch_offset, info.log_start_offset, leo))
+        if update and updates:
+            self._update_follower_fetch_states(updates, now, params.replica_epoch,
+                                               distinct=distinct)
         return results
 
-    def _update_follower_fetch_states(self, parts: list[Partition], slots: list[int],
-                                      offsets: list[int], starts: list[int], leos: list[int],
-                                      now: int, broker_epoch: int) -> None:
-        """§6.2 for every partition of one follower fetch: one kernel call for the state rows,
-        then per partition the ISR-expansion check and, where the LEO moved, the HW."""
-        if len(parts) == 1:
-            parts[0].update_follower_fetch_state(slots[0], offsets[0], starts[0], now, leos[0],
-                                                 broker_epoch)
+    def _update_follower_fetch_states(self, updates: list[tuple[Partition, int, int, int, int]],
+                                      now: int, broker_epoch: int, *, distinct: bool) -> None:
+        """§6.2 for every partition of one follower fetch, in read order: per partition
+        Partition.updateFollowerFetchState (one kernel call for the state row, the
+        ISR-expansion check and the HW), as Kafka's updateFollowerFetchState does. Partitions
+        that may repeat (a fetch outside a session) get one kernel call for all their state
+        rows first, then per partition the expansion check and, where the LEO moved, the HW.
+
+        For ``distinct`` partitions the two orders agree: a partition's expansion check, HW and
+        what its HW move completes read the fetching follower's state of that partition only."""
+        if distinct or len(updates) == 1:
+            for partition, slot, offset, start, leo in updates:
+                partition.update_follower_fetch_state(slot, offset, start, now, leo, broker_epoch)
             return
-        rows = [p.row for p in parts]
-        changed = self.table.update_follower_fetches(rows, slots, offsets, starts, leos, now,
-                                                     broker_epoch)
+        parts = [u[0] for u in updates]
+        slots = [u[1] for u in updates]
+        changed = self.table.update_follower_fetches(
+            [p.row for p in parts], slots, [u[2] for u in updates], [u[3] for u in updates],
+            [u[4] for u in updates], now, broker_epoch)
         for k, partition in enumerate(parts):
             partition.after_follower_fetch(slots[k], bool(changed[k]), now)
 
@@ -1225,7 +1231,8 @@ class ReplicaManager:
             "UnderMinIsrPartitionCount": under_min,
             "AtMinIsrPartitionCount": at_min,
             "PurgatorySize.Produce": self.produce_purgatory.watched,
-            "PurgatorySize.Fetch": self.fetch_purgatory.watched,
+            # a parked session fetch counts once (it is found through its session, not watched)
+            "PurgatorySize.Fetch": self.fetch_purgatory.watched + len(self._parked_sessions),
             "NumDelayedOperations.Produce": self.produce_purgatory.delayed,
             "NumDelayedOperations.Fetch": self.fetch_purgatory.delayed,
             "NumIncrementalFetchSessions": self.fetch_manager.cache.size,

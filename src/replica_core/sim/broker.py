@@ -219,10 +219,9 @@ class FetcherThread:
         arrived, self.arrived = self.arrived, None
         leos: dict[TopicPartition, int] = {}
         if arrived is not None:
-            rm = fetcher.replica_manager
             for p in arrived.partitions:
                 if p.error_code == _OFFSET_OUT_OF_RANGE:  # may truncate
-                    leos[p.tp] = _leo(rm, p.tp)
+                    leos[p.tp] = _leo(fetcher.replica_manager, p.tp)
             if leos:
                 self.broker.cluster.follower_out_of_range += len(leos)
         fetcher.do_work()
@@ -384,11 +383,12 @@ class _LeaderAnswer:
         broker = endpoint.broker
         if self.incarnation != broker.incarnation or not broker.alive:
             return
-        if is_failure(answer):
+        if isinstance(answer, FetchResponse):  # (never a failure: the common answer first)
+            if endpoint.thread is not None:
+                endpoint.thread.arrived = answer  # for the invariant checker, after processing
+        elif is_failure(answer):
             answer = RequestTimedOutError(
                 f"{self.what} to broker {endpoint.leader_id}: {answer!r}")
-        elif isinstance(answer, FetchResponse) and endpoint.thread is not None:
-            endpoint.thread.arrived = answer  # for the invariant checker, after processing
         self.on_answer(answer)
 
 

@@ -328,22 +328,26 @@ class _Tracker:
                                                 np.full(n, fill, dtype=np.int64)]))
         self.offline += n
 
-    def _flags(self, pid: int) -> tuple[int, int, int]:
-        """(offline, under min ISR, under-replicated) of ``pid``, each 0 or 1."""
-        if self.leader[pid] < 0:
-            return 1, 0, 0
-        isr_size = self.isr_size[pid]
-        return 0, int(isr_size < self.min_isr[pid]), int(isr_size < self.rf[pid])
-
     def set(self, now: int, pid: int, leader: int, isr_size: int) -> None:
+        """``pid`` has this leader (−1: none) and ISR size from ``now``: the counts of
+        offline (no leader), under-min-ISR and under-replicated partitions follow (a partition
+        without a leader counts as offline only)."""
         self._advance(now)
-        a, b, c = self._flags(pid)
+        leader, isr_size = int(leader), int(isr_size)
+        min_isr, rf = int(self.min_isr[pid]), int(self.rf[pid])
+        old_leader, old_isr = int(self.leader[pid]), int(self.isr_size[pid])
         self.leader[pid] = leader
         self.isr_size[pid] = isr_size
-        a2, b2, c2 = self._flags(pid)
-        self.offline += a2 - a
-        self.under_min += b2 - b
-        self.under_rep += c2 - c
+        if old_leader < 0:
+            self.offline -= 1
+        else:
+            self.under_min -= old_isr < min_isr
+            self.under_rep -= old_isr < rf
+        if leader < 0:
+            self.offline += 1
+        else:
+            self.under_min += isr_size < min_isr
+            self.under_rep += isr_size < rf
 
     def close(self, now: int) -> None:
         self._advance(now)

@@ -428,8 +428,7 @@ class InvariantChecker:
         checks["hw"] += hw_checks
 
     def truncated(self, broker: SimBroker, tps: Iterable[TopicPartition]) -> None:
-        for tp in tps:
-            self.suspect(tp)
+        self.suspect_all(tps)
 
     def became_leader(self, broker: SimBroker, tps: list[TopicPartition]) -> None:
         """A broker took leadership: its tenure starts; acknowledged data must be in its log."""
@@ -439,12 +438,17 @@ class InvariantChecker:
         tracked = self._leader_hw.get(broker.broker_id, {})
         now = self.cluster.loop.now
         leaders = self._leaders
+        self.suspect_all(tps)
+        # check_durability has nothing to look at for a partition without acknowledged batches
+        tp_ids = self.cluster.tp_ids
+        acked = self.ledger.entries
         for tp in tps:
             tracked.pop(tp, None)
-            self.suspect(tp)
-            lg = rm.local_log(tp)
-            if lg is not None:
-                self.check_durability(tp, lg, broker.broker_id)
+            pid = tp_ids.get(tp)
+            if pid is not None and acked.get(pid):
+                lg = rm.local_log(tp)
+                if lg is not None:
+                    self.check_durability(tp, lg, broker.broker_id)
             history = leaders.get(tp)
             if history is None:
                 leaders[tp] = [(now, broker.broker_id)]
@@ -462,7 +466,7 @@ class InvariantChecker:
         tracked = self._leader_hw.get(broker.broker_id, {})
         for tp in tps:
             tracked.pop(tp, None)
-            self.suspect(tp)
+        self.suspect_all(tps)
         if leos_before and broker.rm is not None:
             now = self.cluster.loop.now
             for tp, before in leos_before.items():
@@ -552,6 +556,20 @@ class InvariantChecker:
             self._suspect_order = None
         until = suspects[tp] = self.cluster.loop.now + self.suspect_ms
         if until < self._suspects_until_floor:
+            self._suspects_until_floor = until
+
+    def suspect_all(self, tps: Iterable[TopicPartition]) -> None:
+        """:meth:`suspect` each of ``tps`` (they all get the same expiry)."""
+        suspects = self._suspects
+        before = len(suspects)
+        until = self.cluster.loop.now + self.suspect_ms
+        any_tp = False
+        for tp in tps:
+            suspects[tp] = until
+            any_tp = True
+        if len(suspects) != before:
+            self._suspect_order = None  # a new suspect: the rotation order is rebuilt
+        if any_tp and until < self._suspects_until_floor:
             self._suspects_until_floor = until
 
     # ---- durability --------------------------------------------------------------------------
