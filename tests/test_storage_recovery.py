@@ -227,6 +227,18 @@ def test_log_start_offset_checkpoint_beyond_log_end_empties_log(env):
     assert log.leader_epoch_cache.entries() == []
 
 
+def test_unclean_load_below_log_start_checkpoint_empties_log(env):
+    """The last segment is recovered (its rebuilt indexes held back to be written with the
+    active segment's resize), then every segment is deleted: its indexes go with it."""
+    _write_log(env, batches=6)
+    log = _open(env, recovery_point=0, had_clean_shutdown=False, log_start_offset=1000)
+    assert log.segments.base_offsets() == [1000]
+    assert (log.log_start_offset, log.log_end_offset) == (1000, 1000)
+    assert sorted(n for n in env[0].listdir(_dir(env)) if n.endswith((".log", ".index"))) == [
+        "00000000000000001000.index", "00000000000000001000.log"]
+    assert log.recovery_report.recovered_segments
+
+
 def test_lost_epoch_checkpoint_is_rebuilt_by_recovery(env):
     log = _open(env)
     for epoch in (1, 1, 3, 3, 3, 7):

@@ -1091,15 +1091,17 @@ class ReplicaFetcher:
                     states.mark_changed(tp)  # the next request carries the new start
                 if size and throttling and quota.is_throttled(tp):
                     quota.record(size)
-                if info is not None and info.valid_bytes > 0:
-                    next_offset = info.last_offset + 1
-                    lag = leader_hw - next_offset
-                    if lag < 0:
-                        lag = 0
-                    gauge = gauges.get(tp)
-                    if gauge is None:
-                        gauge = self.fetcher_lag_stats.get_and_maybe_put(tp)
-                    gauge.lag = lag
+                appended = info is not None and info.valid_bytes > 0
+                # the next fetch offset: past what was appended, else unchanged
+                next_offset = info.last_offset + 1 if appended else fetch_offset  # type: ignore[union-attr]
+                lag = leader_hw - next_offset
+                if lag < 0:
+                    lag = 0
+                gauge = gauges.get(tp)
+                if gauge is None:
+                    gauge = self.fetcher_lag_stats.get_and_maybe_put(tp)
+                gauge.lag = lag
+                if appended:
                     if tp in following:
                         lle = info.last_leader_epoch
                         states.update_fetched(tp, PartitionFetchState(
@@ -1108,14 +1110,7 @@ class ReplicaFetcher:
                             current.topic_id))
                         self.fetcher_stats.byte_rate.count += info.valid_bytes  # Meter.mark
                     continue
-                # nothing appended: the next fetch offset stays; only the lag may change
-                lag = leader_hw - fetch_offset
-                if lag < 0:
-                    lag = 0
-                gauge = gauges.get(tp)
-                if gauge is None:
-                    gauge = self.fetcher_lag_stats.get_and_maybe_put(tp)
-                gauge.lag = lag
+                # nothing appended: the next fetch offset stays; only the lag may change.
                 # An idle partition whose lag is known keeps its state object as is.
                 if current.lag is None and tp in following:
                     # only the lag becomes known; the request entry is the same, so the next

@@ -78,18 +78,20 @@ class ReplicaFetcherManager:
     def add_fetcher_for_partitions(self, partitions: Mapping[TopicPartition, InitialFetchState]
                                    ) -> None:
         """``addFetcherForPartitions``: group by (leader, fetcher id), create missing fetchers,
-        hand each its partitions (which also leave the failed set)."""
-        groups: dict[BrokerIdAndFetcherId, dict[TopicPartition, InitialFetchState]] = {}
-        fetcher_id = self.fetcher_id
+        hand each its partitions (which also leave the failed set). With one fetcher per broker
+        (Kafka's default ``num.replica.fetchers=1``) every partition's fetcher id is 0."""
+        groups: dict[tuple[int, int], dict[TopicPartition, InitialFetchState]] = {}
+        fetcher_id = None if self.num_fetchers_per_broker == 1 else self.fetcher_id
         for tp, ifs in partitions.items():
             if type(tp) is not TopicPartition:
                 tp = TopicPartition(*tp)
-            key = BrokerIdAndFetcherId(ifs.leader, fetcher_id(tp))
-            group = groups.get(key)
+            group_key = (ifs.leader, 0 if fetcher_id is None else fetcher_id(tp))
+            group = groups.get(group_key)
             if group is None:
-                group = groups[key] = {}
+                group = groups[group_key] = {}
             group[tp] = ifs
-        for key, states in groups.items():
+        for (broker_id, fid), states in groups.items():
+            key = BrokerIdAndFetcherId(broker_id, fid)
             fetcher = self.fetchers.get(key)
             if fetcher is None:
                 fetcher = self.fetchers[key] = self.create_fetcher(key.fetcher_id, key.broker_id)
@@ -100,11 +102,19 @@ class ReplicaFetcherManager:
     def remove_fetcher_for_partitions(self, partitions: Iterable[TopicPartition]
                                       ) -> dict[TopicPartition, PartitionFetchState]:
         """``removeFetcherForPartitions``: remove from every fetcher and from the failed set;
-        returns the fetch states the partitions had."""
+        returns the fetch states the partitions had.
+
+        Each fetcher is handed only the partitions it holds something for (a fetch state or a
+        lag gauge): removing any other is a no-op there, and a LeaderAndIsr of thousands of
+        partitions need not be offered whole to every fetcher."""
         tps = [tp if type(tp) is TopicPartition else TopicPartition(*tp) for tp in partitions]
         states: dict[TopicPartition, PartitionFetchState] = {}
         for fetcher in self.fetchers.values():
-            states.update(fetcher.remove_partitions(tps))
+            followed = fetcher.partition_states.partition_set()
+            gauges = fetcher.fetcher_lag_stats.stats
+            held = [tp for tp in tps if tp in followed or tp in gauges]
+            if held:
+                states.update(fetcher.remove_partitions(held))
         self.failed_partitions.remove_all(tps)
         return states
 

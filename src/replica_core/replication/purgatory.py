@@ -150,10 +150,7 @@ class Purgatory(Generic[T]):
         if recheck and op.try_complete():
             return True
         if not op._completed:
-            op._timer = self  # type: ignore[assignment]
-            self._delayed += 1
-            self._seq += 1
-            heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
+            self._start_timer(op)
         return False
 
     def try_complete_else_delay(self, op: T) -> bool:
@@ -167,11 +164,15 @@ class Purgatory(Generic[T]):
         if op.try_complete():
             return True
         if not op._completed:
-            op._timer = self  # type: ignore[assignment]
-            self._delayed += 1
-            self._seq += 1
-            heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
+            self._start_timer(op)
         return False
+
+    def _start_timer(self, op: T) -> None:
+        """``op`` waits in this purgatory's timer heap until its ``delay_ms`` is over."""
+        op._timer = self  # type: ignore[assignment]
+        self._delayed += 1
+        self._seq += 1
+        heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the ops watched under ``key``; how many completed here."""

@@ -436,8 +436,11 @@ class LogManager:
         if failed is not None:
             raise KafkaStorageError(
                 f"{topic}-{partition} failed to load and is offline: {failed}")
-        if log_dir is None or self.offline_dirs or log_dir not in self.log_dirs:
-            online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        log_dirs = self.log_dirs
+        if log_dir is None and len(log_dirs) == 1 and not self.offline_dirs:
+            log_dir = log_dirs[0]  # the only dir, online: the choice below, made at once
+        elif log_dir is None or self.offline_dirs or log_dir not in log_dirs:
+            online = [d for d in log_dirs if d not in self.offline_dirs]
             if not online:
                 raise KafkaStorageError("no online log directory")
             if log_dir is None:
@@ -460,7 +463,12 @@ class LogManager:
                              producer_id_expiration_ms=self.producer_id_expiration_ms)
         self._logs[tp] = lg
         lg.high_watermark_changes = self._hw_changed
-        self._place(tp, log_dir)
+        if tp in self._log_dir_of:
+            self._place(tp, log_dir)
+        else:  # _place(tp, log_dir) for a partition placed nowhere yet, in line
+            self._log_dir_of[tp] = log_dir
+            counts = self._dir_count
+            counts[log_dir] = counts.get(log_dir, 0) + 1
         return lg
 
     def _place(self, tp: TopicPartition, log_dir: str) -> None:
