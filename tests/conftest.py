@@ -35,6 +35,19 @@ def patch_method(monkeypatch, obj, name: str, replacement) -> None:
     monkeypatch.setattr(cls, name, dispatch)
 
 
+def clone_handler(handler):
+    """A FetchSessionHandler in the same session state as ``handler`` (next metadata, session
+    partitions and their order), to run two code paths from one starting point."""
+    from replica_core.fetcher.fetch_session_handler import FetchSessionHandler
+
+    twin = FetchSessionHandler(handler.node)
+    twin.next_metadata = handler.next_metadata
+    twin.session_partitions = dict(handler.session_partitions)
+    twin._pos = dict(handler._pos)
+    twin._next_pos = handler._next_pos
+    return twin
+
+
 def load_kernel(native: str, twin: str, impl: str):
     """The native (``impl == 'native'``) or twin module; a missing native build fails loudly."""
     name = native if impl == "native" else twin

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import clone_handler
 
 from replica_core.errors import Errors
 from replica_core.fetcher.fetch_session_handler import (
@@ -366,15 +367,6 @@ def _session(session_id: int = 9) -> FetchSessionHandler:
     return handler
 
 
-def _twin(handler: FetchSessionHandler) -> FetchSessionHandler:
-    twin = FetchSessionHandler(handler.node)
-    twin.next_metadata = handler.next_metadata
-    twin.session_partitions = dict(handler.session_partitions)
-    twin._pos = dict(handler._pos)
-    twin._next_pos = handler._next_pos
-    return twin
-
-
 @pytest.mark.parametrize("error, session_id, tps, throttle", [
     (Errors.NONE, 9, [foo1], 0),                    # incremental, in the session: next epoch
     (Errors.NONE, 9, [], 0),                        # an empty incremental answer
@@ -392,7 +384,7 @@ def test_handle_fetch_response_is_handle_response(error, session_id, tps, thrott
     for handler in (_session(), FetchSessionHandler(1)):   # incremental, then full metadata
         if handler.next_metadata.is_full:
             build(handler, req(foo0, 0, 0, 100), req(bar0, 0, 0, 100))
-        twin = _twin(handler)
+        twin = clone_handler(handler)
         expected = twin.handle_response(error, session_id, tps, throttle_time_ms=throttle)
         assert handler.handle_fetch_response(response) is expected
         assert handler.next_metadata == twin.next_metadata
@@ -406,7 +398,7 @@ def test_handle_fetch_response_is_handle_response(error, session_id, tps, thrott
 ])
 def test_apply_change_is_apply_changes_of_one(entry):
     handler = _session()
-    twin = _twin(handler)
+    twin = clone_handler(handler)
     expected = twin.apply_changes([entry], [])
     got = handler.apply_change(entry)
     assert got == expected

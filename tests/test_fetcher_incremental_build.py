@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from conftest import clone_handler
 from fetcher_cluster import FetcherCluster
 
 from replica_core.errors import Errors
@@ -20,15 +21,6 @@ from replica_core.replication.fetch_metadata import FetchMetadata
 from replica_core.replication.messages import FetchPartition, TopicPartition
 
 TPS = [TopicPartition(t, p) for t in ("a", "b", "c") for p in range(4)]
-
-
-def _clone(handler: FetchSessionHandler) -> FetchSessionHandler:
-    twin = FetchSessionHandler(handler.node)
-    twin.next_metadata = handler.next_metadata
-    twin.session_partitions = dict(handler.session_partitions)
-    twin._pos = dict(handler._pos)
-    twin._next_pos = handler._next_pos
-    return twin
 
 
 def _reference(handler: FetchSessionHandler, wanted: list[FetchPartition]):
@@ -72,7 +64,7 @@ def test_build_changes_equals_the_full_builder(seed):
         # changes come in fair order: the wanted order, then the removed ones
         ordered = {tp: changes[tp] for tp in wanted if tp in changes}
         ordered.update((tp, None) for tp in changes if tp not in wanted)
-        expected = _reference(_clone(handler), list(wanted.values()))
+        expected = _reference(clone_handler(handler), list(wanted.values()))
         got = handler.build_changes(ordered)
         _same(got, expected)
         rounds_with_changes += bool(got.to_send or got.to_forget)
@@ -90,7 +82,7 @@ _checked: list[int] = []
 
 def _checking_build_changes(self, changed, due, now):
     """ReplicaFetcher._build_changes, checked against the one-pass build on a twin session."""
-    twin = _clone(self.session_handler)
+    twin = clone_handler(self.session_handler)
     to_send, to_forget, errors = _ORIGINAL(self, changed, due, now)
     expected = _reference(twin, self.wanted)
     handler = self.session_handler
