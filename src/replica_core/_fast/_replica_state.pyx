@@ -234,6 +234,16 @@ cpdef Py_ssize_t session_move_to_end(int64_t[:, ::1] session, Py_ssize_t n,
     return pos
 
 
+cdef Py_ssize_t _check_block(const int64_t[:, ::1] session, Py_ssize_t n) except -1:
+    """A session block has every row and room for ``n`` columns; its column count."""
+    if session.shape[0] < SESSION_COLUMNS:
+        raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
+    cdef Py_ssize_t cap = session.shape[1]
+    if n < 0 or n > cap:
+        raise ValueError(f"{n} session entries in a block of {cap} columns")
+    return cap
+
+
 cdef class ReplicaStateKernels:
     """One table's columns, with the §6 rules as methods."""
 
@@ -373,14 +383,10 @@ cdef class ReplicaStateKernels:
                             bint with_slots) except -1:
         """The session block has every column, ``n`` fits it, every ``order[k]`` (k < n) is a
         column index, every led row a partition and, ``with_slots``, a follower slot of it."""
-        cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions, cap
+        cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions
         cdef int64_t p, r
         cdef Cols c = self.c
-        if session.shape[0] < SESSION_COLUMNS:
-            raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
-        cap = session.shape[1]
-        if n < 0 or n > cap:
-            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        cdef Py_ssize_t cap = _check_block(session, n)
         cdef const int64_t* order = &session[S_ORDER, 0] if cap else NULL
         cdef const int64_t* rows = &session[S_ROWS, 0] if cap else NULL
         cdef const int64_t* slots = &session[S_SLOTS, 0] if cap else NULL
@@ -490,11 +496,7 @@ cdef class ReplicaStateKernels:
         cdef Py_ssize_t P = self.num_partitions
         cdef int64_t p, f
         cdef Cols c = self.c
-        if session.shape[0] < SESSION_COLUMNS:
-            raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
-        cap = session.shape[1]
-        if n < 0 or n > cap:
-            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        cap = _check_block(session, n)
         if n == 0:
             return 0
         cdef const int64_t* order = &session[S_ORDER, 0]

@@ -54,6 +54,16 @@ def session_move_to_end(session: Any, n: int, j: int) -> int:
     raise ValueError(f"column {j} is not in the session order")
 
 
+
+def _check_block(session: Any, n: int) -> int:
+    """A session block has every row and room for ``n`` columns; its column count."""
+    if len(session) < SESSION_ROW_COUNT:
+        raise ValueError(f"a session block has {SESSION_ROW_COUNT} rows, not {len(session)}")
+    cap = len(session[SESSION_ORDER])
+    if n < 0 or n > cap:
+        raise ValueError(f"{n} session entries in a block of {cap} columns")
+    return cap
+
 class ReplicaStateKernels:
     """The §6 rules over one table's columns (plain loops)."""
 
@@ -179,11 +189,7 @@ class ReplicaStateKernels:
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
     def _check_session(self, session: Any, n: int, with_slots: bool) -> None:
-        if len(session) < SESSION_ROW_COUNT:
-            raise ValueError(f"a session block has {SESSION_ROW_COUNT} rows, not {len(session)}")
-        cap = len(session[SESSION_ORDER])
-        if n < 0 or n > cap:
-            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        cap = _check_block(session, n)
         order, rows, slots = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_SLOTS]
         for k in range(n):
             j = int(order[k])
@@ -268,11 +274,7 @@ class ReplicaStateKernels:
         the marked columns ``order[k]`` (``k < n``) with something to send now, written in
         session order to the ``out`` row; their count. Only the order and mark rows are read
         for the others (and only the marked columns are checked)."""
-        if len(session) < SESSION_ROW_COUNT:
-            raise ValueError(f"a session block has {SESSION_ROW_COUNT} rows, not {len(session)}")
-        cap = len(session[SESSION_ORDER])
-        if n < 0 or n > cap:
-            raise ValueError(f"{n} session entries in a block of {cap} columns")
+        cap = _check_block(session, n)
         order, rows, mark = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_MARK]
         marked = []
         for k in range(n):
