@@ -460,6 +460,9 @@ def random_columns(rng: np.random.Generator, P: int, R: int) -> SimpleNamespace:
         in_isr=slot(rng.integers(0, 2, (P, R)), 0, np.uint8),
         in_max_isr=slot(rng.integers(0, 2, (P, R)), 0, np.uint8),
         eligible=slot(rng.integers(0, 2, (P, R)), 0, np.uint8),
+        # broker 0 in slot 0, then distinct follower ids; padding −1
+        replica_id=slot(np.stack([np.concatenate(([0], 1 + rng.permutation(2 * R)[:R - 1]))
+                                  for _ in range(P)]), -1, np.int32),
     )
 
 

@@ -244,6 +244,40 @@ def test_classifying_many_partitions_at_once_matches_one_by_one():
     assert view.counts_by_cause() == counts
 
 
+@pytest.mark.parametrize("many", [False, True])
+def test_one_call_over_leaders_in_every_state_matches_one_by_one(many):
+    """ClientView.refresh looks at each leader broker once per call: one call over partitions
+    whose leaders are down, unreachable and serving — a partition named twice, the element
+    path (a few partitions) and the whole-column path — gives each partition the cause a
+    one-partition call gives it."""
+    c = Cluster(4, config={"min.insync.replicas": 2, **FAST}, seed=5)
+    c.create_topic("t", 40, 3)
+    c.advance(1500)
+    down, cut = led_by(c, 1), led_by(c, 2)
+    serving = [tp for tp in c.tps if tp not in down and tp not in cut]
+    assert down and cut and serving
+    c.crash(1)
+    c.isolate(2)  # the controller names both leaders still
+    view = c.client_view
+    ids = c.tp_ids
+    pids = [ids[down[0]], ids[cut[0]], ids[serving[0]], ids[down[-1]], ids[cut[0]]]
+    if many:
+        pids += range(40)
+    assert (4 * len(pids) >= 40) == many
+    view.cause[:] = -1
+    view.count[:] = [0] * len(view.count)
+    view.refresh(pids)
+    together, counts = view.cause.tolist(), view.counts_by_cause()
+    assert {together[p] for p in pids} == {-1, 1, 2}  # writable, leader down, unreachable
+    view.cause[:] = -1
+    view.count[:] = [0] * len(view.count)
+    for pid in pids:
+        view.refresh([pid])
+    assert view.cause.tolist() == together
+    assert view.counts_by_cause() == counts
+    c.unisolate(2)
+
+
 def test_tracker_counts_follow_the_controllers_registrations():
     """The controller node's offline / under-min-ISR / under-replicated counts are those of
     the controller's partition registrations, after elections and ISR shrinks."""

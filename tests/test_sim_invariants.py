@@ -139,6 +139,43 @@ def test_row_kernels_native_and_twin_agree():
             assert native.agree_below(a, b, limit, start) == twin.agree_below(a, b, limit, start)
 
 
+def ref_check_follower(a: np.ndarray, b: np.ndarray, limit: int) -> int:
+    """What the checker did before the one-call kernel: the follower's order and CRC verdicts,
+    then agreement from the later of the two first base offsets."""
+    found = ref_check_rows(b, limit)
+    if found != -1:
+        return found
+    start = max(int(a[0, BASE]), int(b[0, BASE])) if len(a) and len(b) else int(I64.min)
+    return -1 if ref_agree_below(a, b, limit, start) else -3
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_check_follower_is_check_rows_then_agree_below(kernel_impl):
+    k = kernels(kernel_impl)
+    assert k.DIVERGED == -3
+    rng = random.Random(515)
+    seen = set()
+    for _ in range(3000):
+        a = random_headers(rng)
+        b = perturb(rng, a)
+        for limit in limits(rng, a):
+            got = k.check_follower(a, b, limit)
+            assert got == ref_check_follower(a, b, limit), (a, b, limit)
+            seen.add(got if got < 0 else "index")
+    assert seen == {-3, -2, -1, "index"}  # every verdict came up
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_check_follower_native_and_twin_agree():
+    native, twin = kernels("native"), kernels("twin")
+    rng = random.Random(516)
+    for _ in range(2000):
+        a = random_headers(rng)
+        b = perturb(rng, a)
+        for limit in limits(rng, a):
+            assert native.check_follower(a, b, limit) == twin.check_follower(a, b, limit)
+
+
 @pytest.mark.parametrize("bad", [np.zeros((2, NCOLS), dtype=np.int32),
                                  np.zeros((2, NCOLS + 1), dtype=np.int64),
                                  np.zeros(NCOLS, dtype=np.int64),
@@ -150,6 +187,10 @@ def test_row_kernels_reject_other_arrays(kernel_impl, bad):
         k.check_rows(bad, 0)
     with pytest.raises(ValueError):
         k.agree_below(ok, bad, 0)
+    with pytest.raises(ValueError):
+        k.check_follower(ok, bad, 0)
+    with pytest.raises(ValueError):
+        k.check_follower(bad, ok, 0)
 
 
 # ---- a cluster of fakes: just what the checker reads ---------------------------------------
@@ -168,11 +209,20 @@ class FakeSegment:
         self.size = len(data)
 
 
+class FakeSegments(list):
+    """The part of LogSegments the checker reads: length, iteration, the last segment."""
+
+    @property
+    def last(self) -> FakeSegment | None:
+        return self[-1] if self else None
+
+
 class FakeLog:
     def __init__(self, batches: list[bytes], cuts: list[int], leo: int, *,
                  log_start_offset: int = 0, expired: list[bytes] | None = None) -> None:
         edges = [0, *cuts, len(batches)]
-        self.segments = [FakeSegment(b"".join(batches[lo:hi])) for lo, hi in pairwise(edges)]
+        self.segments = FakeSegments(FakeSegment(b"".join(batches[lo:hi]))
+                                     for lo, hi in pairwise(edges))
         self.log_end_offset = leo
         self.high_watermark = 0
         self.log_start_offset = log_start_offset

@@ -307,3 +307,27 @@ def test_log_manager_removes_due_deleted_files(tmp_path, clock):
     assert not any(f.endswith(".deleted") for f in _files(tmp_path, "t-0"))
     assert lm.next_file_deletion_ms() is None
     lm.shutdown()
+
+
+def test_cleanup_logs_passes_over_logs_never_written(tmp_path, clock):
+    """Logs created empty and never written hold nothing any rule could delete: the check
+    leaves them as they were made (their segment object not even built) and still deletes the
+    expired segments of a written log; a closed log is still checked, and its error takes the
+    dir offline as before."""
+    root = str(tmp_path)
+    lm = LogManager(root, _config(**{"retention.ms": 1000}), medium=FileMedium(), clock=clock)
+    lm.startup()
+    idle = [lm.create_log("idle", p) for p in range(3)]
+    written = lm.create_log("t", 0)
+    _fill(written, 10, T0)
+    written.update_high_watermark(written.log_end_offset)
+    assert lm.cleanup_logs() == 0   # nothing expired yet
+    assert [lg.segments_made for lg in idle] == [False, False, False]
+    clock.advance(5000)
+    assert lm.cleanup_logs() == 2   # both segments of t-0 expired (the active one rolled first)
+    assert _segment_bases(tmp_path, "t-0") == [10]
+    assert lm.cleanup_logs() == 0
+    idle[0].close()
+    assert root not in lm.offline_dirs
+    assert lm.cleanup_logs() == 0
+    assert root in lm.offline_dirs  # a closed log fails its check: Kafka's I/O error path

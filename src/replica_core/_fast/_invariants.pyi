@@ -4,7 +4,9 @@ import numpy.typing as npt
 
 OUT_OF_ORDER: int
 NONE: int
+DIVERGED: int
 
 def check_rows(h: npt.NDArray[np.int64], limit: int) -> int: ...
 def agree_below(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], limit: int,
                 start: int = ...) -> bool: ...
+def check_follower(a: npt.NDArray[np.int64], b: npt.NDArray[np.int64], limit: int) -> int: ...

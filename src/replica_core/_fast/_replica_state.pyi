@@ -7,6 +7,9 @@ COMMITTED: int
 FETCH_LEO_CHANGED: int
 FETCH_EXPAND: int
 FETCH_HW_MOVED: int
+LEAD_KEPT_ROW: int
+LEAD_NEW_EPOCH: int
+LEAD_NEW_LEADER: int
 SESSION_ORDER: int
 SESSION_ROWS: int
 SESSION_SLOTS: int
@@ -100,3 +103,32 @@ class ReplicaStateKernels:
     ) -> tuple[int, int]: ...
     def can_expand_isr(self, p: int, r: int) -> bool: ...
     def expand_candidates_all(self, n: int, out_mask: npt.NDArray[np.uint8]) -> int: ...
+    def check_lead(
+        self,
+        rows: list[int],
+        reps: list[int],
+        rep_off: list[int],
+        isr: list[int],
+        isr_off: list[int],
+        min_isrs: list[int],
+        leos: list[int],
+        hws: list[int],
+        me: int,
+    ) -> int: ...
+    def lead_rows(
+        self,
+        rows: list[int],
+        flags: list[int],
+        reps: list[int],
+        rep_off: list[int],
+        isr: list[int],
+        isr_off: list[int],
+        ineligible: list[int],
+        epochs: list[int],
+        leos: list[int],
+        hws: list[int],
+        min_isrs: list[int],
+        log_starts: list[int],
+        now_ms: int,
+        me: int,
+    ) -> int: ...

@@ -10,7 +10,9 @@ Layout: per-partition columns have length P; per-(partition, slot) columns are C
 (P, R) arrays used flat, slot ``r`` of partition ``p`` at ``p * R + r``. Slot 0 is the local
 leader; follower slots are ``1 .. n_replicas[p] - 1``; padding slots have every flag 0.
 """
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 cdef enum:
@@ -27,6 +29,21 @@ cdef enum:
 FETCH_LEO_CHANGED = FF_LEO_CHANGED
 FETCH_EXPAND = FF_EXPAND
 FETCH_HW_MOVED = FF_HW_MOVED
+
+# lead_rows' per-row flags
+cdef enum:
+    LR_KEPT_ROW = 1    # the row exists (this broker leads already): its followers keep their state
+    LR_NEW_EPOCH = 2   # a kept row starts a new leader epoch
+    LR_NEW_LEADER = 4  # ... as a NEW leader (the followers' fetch state is forgotten)
+
+LEAD_KEPT_ROW = LR_KEPT_ROW
+LEAD_NEW_EPOCH = LR_NEW_EPOCH
+LEAD_NEW_LEADER = LR_NEW_LEADER
+
+# the fill values of a cleared row (ReplicaStateTable's column fills)
+cdef enum:
+    UNKNOWN_OFFSET = -1  # a follower's LEO / log start / lastFetchLeaderLogEndOffset unknown
+    NO_BROKER_EPOCH = -2  # no broker epoch stored yet
 
 # A leader's fetch session as one C-contiguous (SESSION_COLUMNS, capacity) int64 block, one row
 # per column (``FetchSession.columns``): the session kernels take it as a single buffer.
@@ -77,6 +94,7 @@ cdef struct Cols:
     uint8_t* in_isr
     uint8_t* in_max
     uint8_t* elig
+    int32_t* rid
 
 
 cdef inline bint _has_news(Cols c, int64_t p, int64_t f, int64_t sent_hw, int64_t sent_log_start,
@@ -265,6 +283,7 @@ cdef class ReplicaStateKernels:
         cdef int64_t[::1] bep = _flat(cols.broker_epoch)
         cdef uint8_t[::1] in_isr = _flat(cols.in_isr), in_max = _flat(cols.in_max_isr)
         cdef uint8_t[::1] elig = _flat(cols.eligible)
+        cdef int32_t[::1] rid = _flat(cols.replica_id)
         cdef Py_ssize_t P = leader_leo.shape[0], PR = P * max_replicas
         if max_replicas < 1 or P < 1:
             raise ValueError("need at least one partition and one replica slot")
@@ -273,13 +292,13 @@ cdef class ReplicaStateKernels:
             if n != P:
                 raise ValueError("column shapes disagree")
         for n in (leo.shape[0], lso.shape[0], lfl.shape[0], lft.shape[0], lcu.shape[0],
-                  bep.shape[0], in_isr.shape[0], in_max.shape[0], elig.shape[0]):
+                  bep.shape[0], in_isr.shape[0], in_max.shape[0], elig.shape[0], rid.shape[0]):
             if n != PR:
                 raise ValueError("column shapes disagree")
         self.num_partitions = P
         self.max_replicas = max_replicas
         self._keep = (leader_leo, hw, epoch, epoch_start, min_isr, n_rep, state, active, leo, lso, lfl,
-                      lft, lcu, bep, in_isr, in_max, elig)
+                      lft, lcu, bep, in_isr, in_max, elig, rid)
         self.c.R = max_replicas
         self.c.leader_leo = &leader_leo[0]
         self.c.hw = &hw[0]
@@ -298,6 +317,7 @@ cdef class ReplicaStateKernels:
         self.c.in_isr = &in_isr[0]
         self.c.in_max = &in_max[0]
         self.c.elig = &elig[0]
+        self.c.rid = &rid[0]
 
     # ---- checks ------------------------------------------------------------------------------
     cdef inline int _check_slot(self, Py_ssize_t p, Py_ssize_t r) except -1:
@@ -687,3 +707,231 @@ cdef class ReplicaStateKernels:
                             om[i] = 1
                             count += 1
         return count
+
+    # ---- §6.1 makeLeader over the partitions of one LeaderAndIsr -----------------------------
+    @cython.boundscheck(True)
+    cpdef Py_ssize_t check_lead(self, list rows, list reps, list rep_off, list isr, list isr_off,
+                                list min_isrs, list leos, list hws, int64_t me) except -2:
+        """The assignment rules for every row of a :meth:`lead_rows` call, before any is
+        written: the index of the first bad row, or −1.
+
+        Row ``i`` has replicas ``reps[rep_off[i]:rep_off[i + 1]]`` and ISR
+        ``isr[isr_off[i]:isr_off[i + 1]]``. Bad: a kept row (``rows[i] >= 0``) that is not an
+        active row; replicas that are not distinct non-negative ids including ``me``; an ISR
+        member outside the replicas; ``min_isrs[i] < 1``; for a new row (``rows[i] < 0``) a HW
+        outside ``[0, leos[i]]``. Offsets that do not cut the flat lists → ValueError."""
+        cdef Py_ssize_t k = len(rows), i, j, j2, a, b, P = self.num_partitions
+        cdef int64_t p, x
+        cdef bint found
+        _check_offsets(k, rep_off, len(reps), isr_off, len(isr))
+        if len(min_isrs) != k or len(leos) != k or len(hws) != k:
+            raise ValueError("lead columns disagree in length")
+        for i in range(k):
+            p = rows[i]
+            if p >= 0 and (p >= P or not self.c.active[p]):
+                return i
+            a = rep_off[i]
+            b = rep_off[i + 1]
+            found = False
+            for j in range(a, b):
+                x = reps[j]
+                if x < 0:
+                    return i
+                if x == me:
+                    found = True
+                for j2 in range(a, j):
+                    if <int64_t>reps[j2] == x:
+                        return i
+            if not found:
+                return i
+            for j in range(isr_off[i], isr_off[i + 1]):
+                x = isr[j]
+                found = False
+                for j2 in range(a, b):
+                    if <int64_t>reps[j2] == x:
+                        found = True
+                        break
+                if not found:
+                    return i
+            if <int64_t>min_isrs[i] < 1:
+                return i
+            if p < 0 and not 0 <= <int64_t>hws[i] <= <int64_t>leos[i]:
+                return i
+        return -1
+
+    @cython.boundscheck(True)
+    cpdef Py_ssize_t lead_rows(self, list rows, list flags, list reps, list rep_off, list isr,
+                               list isr_off, list ineligible, list epochs, list leos, list hws,
+                               list min_isrs, list log_starts, int64_t now_ms,
+                               int64_t me) except -1:
+        """Partition.makeLeader's table part (§6.1) for many rows, each as its one-row path
+        leaves it (``check_lead`` passed first); returns how many rows were written.
+
+        A new row (no LR_KEPT_ROW flag) is written whole: LEO, HW and min ISR as given, the
+        epoch starting at the LEO, the ISR committed, this broker in slot 0, the followers in
+        assignment order, empty (UnknownOffset, no fetch, no broker epoch), eligible unless in
+        ``ineligible``, caught up ``now_ms`` when in the ISR (ReplicaStateTable.add_partition).
+        A kept row takes the new assignment (updateAssignmentAndIsr): followers still assigned
+        keep their fetch state, new ones start as Kafka's ReplicaState.Empty
+        (lastFetchLeaderLogEndOffset 0), eligibility is set anew, the ISR committed; then its
+        LEO and min ISR, and with LR_NEW_EPOCH the new epoch (start_leader_epoch: every
+        follower reset, forgotten with LR_NEW_LEADER). Either way slot 0's log start becomes
+        ``log_starts[i]``."""
+        cdef Py_ssize_t k = len(rows), i, j, r, a, b, n, old_n, base, R = self.c.R
+        cdef Py_ssize_t P = self.num_partitions, n_inel = len(ineligible)
+        cdef int64_t p, x, f, now_or_zero, start
+        cdef bint kept_row
+        cdef Cols c = self.c
+        cdef int64_t* kept
+        cdef int64_t* inel
+        _check_offsets(k, rep_off, len(reps), isr_off, len(isr))
+        if (len(flags) != k or len(epochs) != k or len(leos) != k or len(hws) != k
+                or len(min_isrs) != k or len(log_starts) != k):
+            raise ValueError("lead columns disagree in length")
+        for i in range(k):  # what keeps every store inside the row (check_lead checks more)
+            p = rows[i]
+            if p < 0 or p >= P:
+                raise IndexError(f"no partition {p}")
+            a = rep_off[i]
+            b = rep_off[i + 1]
+            if b - a > R or not _member(reps, a, b, me):
+                raise ValueError(f"row {i}: replicas {reps[a:b]} without broker {me} or past "
+                                 f"{R} slots")
+        kept = <int64_t*>malloc((8 * R + n_inel + 1) * sizeof(int64_t))
+        if kept == NULL:
+            raise MemoryError()
+        inel = kept + 8 * R
+        try:
+            for j in range(n_inel):
+                inel[j] = ineligible[j]
+            for i in range(k):
+                p = rows[i]
+                base = p * R
+                a = rep_off[i]
+                b = rep_off[i + 1]
+                n = b - a
+                old_n = 0
+                kept_row = <int64_t>flags[i] & LR_KEPT_ROW
+                if kept_row:
+                    # the followers' state, by broker id, before the row is laid out anew
+                    old_n = c.n_rep[p]
+                    for r in range(1, old_n):
+                        kept[8 * r] = c.rid[base + r]
+                        kept[8 * r + 1] = c.leo[base + r]
+                        kept[8 * r + 2] = c.lso[base + r]
+                        kept[8 * r + 3] = c.lfl[base + r]
+                        kept[8 * r + 4] = c.lft[base + r]
+                        kept[8 * r + 5] = c.lcu[base + r]
+                        kept[8 * r + 6] = c.bep[base + r]
+                        kept[8 * r + 7] = c.elig[base + r]
+                else:
+                    c.hw[p] = hws[i]
+                    c.epoch[p] = epochs[i]
+                    c.epoch_start[p] = leos[i]
+                    c.active[p] = 1
+                c.state[p] = ST_COMMITTED
+                c.n_rep[p] = <int32_t>n
+                for r in range(R):
+                    c.rid[base + r] = -1
+                    c.leo[base + r] = UNKNOWN_OFFSET
+                    c.lso[base + r] = UNKNOWN_OFFSET
+                    c.lfl[base + r] = UNKNOWN_OFFSET
+                    c.lft[base + r] = 0
+                    c.lcu[base + r] = 0
+                    c.bep[base + r] = NO_BROKER_EPOCH
+                    c.in_isr[base + r] = 0
+                    c.in_max[base + r] = 0
+                    c.elig[base + r] = 0
+                c.rid[base] = <int32_t>me
+                c.in_isr[base] = c.in_max[base] = _member(isr, isr_off[i], isr_off[i + 1], me)
+                r = 1
+                for j in range(a, b):
+                    x = reps[j]
+                    if x == me:
+                        continue
+                    f = _member(isr, isr_off[i], isr_off[i + 1], x)
+                    c.rid[base + r] = <int32_t>x
+                    c.in_isr[base + r] = c.in_max[base + r] = <uint8_t>f
+                    c.elig[base + r] = not _in(inel, n_inel, x)
+                    if kept_row:
+                        _restore(c, base + r, kept, old_n, x)
+                    else:
+                        c.lcu[base + r] = now_ms if f else 0
+                    r += 1
+                c.leader_leo[p] = leos[i]
+                c.min_isr[p] = <int32_t>min_isrs[i]
+                if kept_row and <int64_t>flags[i] & LR_NEW_EPOCH:
+                    start = c.leader_leo[p]
+                    c.epoch[p] = epochs[i]
+                    c.epoch_start[p] = start
+                    for r in range(1, n):
+                        now_or_zero = now_ms if c.in_isr[base + r] else 0
+                        if <int64_t>flags[i] & LR_NEW_LEADER:
+                            c.leo[base + r] = UNKNOWN_OFFSET
+                            c.lso[base + r] = UNKNOWN_OFFSET
+                            c.lfl[base + r] = UNKNOWN_OFFSET
+                            c.lft[base + r] = 0
+                            c.bep[base + r] = NO_BROKER_EPOCH
+                        else:
+                            c.lfl[base + r] = start
+                            c.lft[base + r] = now_or_zero
+                        c.lcu[base + r] = now_or_zero
+                c.lso[base] = log_starts[i]
+        finally:
+            free(kept)
+        return k
+
+
+cdef int _check_offsets(Py_ssize_t k, list rep_off, Py_ssize_t n_reps, list isr_off,
+                        Py_ssize_t n_isr) except -1:
+    """``rep_off`` and ``isr_off`` cut flat lists of ``n_reps`` and ``n_isr`` ids into ``k``
+    rows: k + 1 non-decreasing offsets from 0 to the list's length."""
+    if not (_cuts(rep_off, k, n_reps) and _cuts(isr_off, k, n_isr)):
+        raise ValueError("row offsets do not cut the flat list")
+    return 0
+
+
+@cython.boundscheck(True)
+cdef bint _cuts(list off, Py_ssize_t k, Py_ssize_t total) except -1:
+    cdef Py_ssize_t i, prev = 0, cur
+    if len(off) != k + 1 or <Py_ssize_t>off[0] != 0:
+        return False
+    for i in range(1, k + 1):
+        cur = off[i]
+        if cur < prev:
+            return False
+        prev = cur
+    return prev == total
+
+
+cdef inline uint8_t _member(list ids, Py_ssize_t a, Py_ssize_t b, int64_t x) except 2:
+    cdef Py_ssize_t j
+    for j in range(a, b):
+        if <int64_t>ids[j] == x:
+            return 1
+    return 0
+
+
+cdef inline bint _in(const int64_t* ids, Py_ssize_t n, int64_t x) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        if ids[j] == x:
+            return True
+    return False
+
+
+cdef inline void _restore(Cols c, Py_ssize_t i, const int64_t* kept, Py_ssize_t old_n,
+                          int64_t broker) noexcept nogil:
+    """Follower ``broker`` in flat slot ``i`` of a kept row: its fetch state as it was (the
+    eligibility is set anew), or Kafka's ReplicaState.Empty for a replica new to the row."""
+    cdef Py_ssize_t r
+    for r in range(1, old_n):
+        if kept[8 * r] == broker:
+            c.leo[i] = kept[8 * r + 1]
+            c.lso[i] = kept[8 * r + 2]
+            c.lfl[i] = kept[8 * r + 3]
+            c.lft[i] = kept[8 * r + 4]
+            c.lcu[i] = kept[8 * r + 5]
+            c.bep[i] = kept[8 * r + 6]
+            return
+    c.lfl[i] = 0

@@ -18,6 +18,7 @@ _CRC_OK = _layout.COL_CRC_OK
 
 OUT_OF_ORDER = -2
 NONE = -1
+DIVERGED = -3
 
 
 def _rows(h: Any) -> list[list[int]]:
@@ -54,3 +55,19 @@ def agree_below(a: Any, b: Any, limit: int, start: int = -(2**63)) -> bool:
         return [(r[_BASE], _last(r), r[_CRC]) for r in _rows(h)
                 if _last(r) < limit and r[_BASE] >= start]
     return below(a) == below(b)
+
+
+def check_follower(a: Any, b: Any, limit: int) -> int:
+    """An ISR follower's batches ``b`` against the leader's ``a`` below ``limit``, in one call:
+    ``check_rows(b, limit)`` when that finds something; else ``NONE`` when ``agree_below(a,
+    b, limit, start)`` — ``start`` the later of the two first base offsets, the lowest int64
+    when either is empty (what both replicas still hold) — and ``DIVERGED`` when not."""
+    rows_a = _rows(a)
+    found = check_rows(b, limit)
+    if found != NONE:
+        return found
+    rows_b = _rows(b)
+    start = -(2**63)
+    if rows_a and rows_b:
+        start = max(rows_a[0][_BASE], rows_b[0][_BASE])
+    return NONE if agree_below(a, b, limit, start) else DIVERGED

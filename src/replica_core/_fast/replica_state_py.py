@@ -16,6 +16,15 @@ FETCH_LEO_CHANGED = 1  # the follower's LEO moved
 FETCH_EXPAND = 2  # the follower may join the ISR: the HW was left to the caller
 FETCH_HW_MOVED = 4  # the HW advanced (hw[p] holds the new value)
 
+# lead_rows' per-row flags
+LEAD_KEPT_ROW = 1  # the row exists (this broker leads already): its followers keep their state
+LEAD_NEW_EPOCH = 2  # a kept row starts a new leader epoch
+LEAD_NEW_LEADER = 4  # ... as a NEW leader (the followers' fetch state is forgotten)
+
+# the fill values of a cleared row (ReplicaStateTable's column fills)
+UNKNOWN_OFFSET = -1  # a follower's LEO / log start / lastFetchLeaderLogEndOffset unknown
+NO_BROKER_EPOCH = -2  # no broker epoch stored yet
+
 # A leader's fetch session as one (SESSION_ROW_COUNT, capacity) int64 block, one row per column
 # (``FetchSession.columns``): the session kernels take it as a single buffer.
 SESSION_ORDER = 0  # column indexes in session order (the first n are live)
@@ -55,6 +64,15 @@ def session_move_to_end(session: Any, n: int, j: int) -> int:
 
 
 
+def _check_offsets(k: int, rep_off: Any, n_reps: int, isr_off: Any, n_isr: int) -> None:
+    """``rep_off`` and ``isr_off`` cut flat lists of ``n_reps`` and ``n_isr`` ids into ``k``
+    rows: k + 1 non-decreasing offsets from 0 to the list's length."""
+    for off, total in ((rep_off, n_reps), (isr_off, n_isr)):
+        if (len(off) != k + 1 or off[0] != 0 or off[k] != total
+                or any(off[i + 1] < off[i] for i in range(k))):
+            raise ValueError("row offsets do not cut the flat list")
+
+
 def _check_block(session: Any, n: int) -> int:
     """A session block has every row and room for ``n`` columns; its column count."""
     if len(session) < SESSION_ROW_COUNT:
@@ -86,6 +104,7 @@ class ReplicaStateKernels:
         self.in_isr = _flat(cols.in_isr)
         self.in_max_isr = _flat(cols.in_max_isr)
         self.eligible = _flat(cols.eligible)
+        self.replica_id = _flat(cols.replica_id)
         self.num_partitions = len(self.leader_leo)
         if (len(self.hw) != self.num_partitions or len(self.leader_epoch) != self.num_partitions
                 or len(self.leo) != self.num_partitions * max_replicas):
@@ -452,3 +471,135 @@ class ReplicaStateKernels:
                         out_mask[p * R + r] = 1
                         count += 1
         return count
+
+    # ---- §6.1 makeLeader over the partitions of one LeaderAndIsr -----------------------------
+    def check_lead(self, rows: Any, reps: Any, rep_off: Any, isr: Any, isr_off: Any,
+                   min_isrs: Any, leos: Any, hws: Any, me: int) -> int:
+        """The assignment rules for every row of a :meth:`lead_rows` call, before any is
+        written: the index of the first bad row, or −1.
+
+        Row ``i`` has replicas ``reps[rep_off[i]:rep_off[i + 1]]`` and ISR
+        ``isr[isr_off[i]:isr_off[i + 1]]``. Bad: a kept row (``rows[i] >= 0``) that is not an
+        active row; replicas that are not distinct non-negative ids including ``me``; an ISR
+        member outside the replicas; ``min_isrs[i] < 1``; for a new row (``rows[i] < 0``) a HW
+        outside ``[0, leos[i]]``. Offsets that do not cut the flat lists → ValueError."""
+        k = len(rows)
+        _check_offsets(k, rep_off, len(reps), isr_off, len(isr))
+        if len(min_isrs) != k or len(leos) != k or len(hws) != k:
+            raise ValueError("lead columns disagree in length")
+        for i in range(k):
+            p = int(rows[i])
+            if p >= 0 and (p >= self.num_partitions or not self.active[p]):
+                return i
+            replicas = [int(b) for b in reps[rep_off[i]:rep_off[i + 1]]]
+            if (any(b < 0 for b in replicas) or len(set(replicas)) != len(replicas)
+                    or me not in replicas):
+                return i
+            if any(int(b) not in replicas for b in isr[isr_off[i]:isr_off[i + 1]]):
+                return i
+            if int(min_isrs[i]) < 1:
+                return i
+            if p < 0 and not 0 <= int(hws[i]) <= int(leos[i]):
+                return i
+        return -1
+
+    def lead_rows(self, rows: Any, flags: Any, reps: Any, rep_off: Any, isr: Any, isr_off: Any,
+                  ineligible: Any, epochs: Any, leos: Any, hws: Any, min_isrs: Any,
+                  log_starts: Any, now_ms: int, me: int) -> int:
+        """Partition.makeLeader's table part (§6.1) for many rows, each as its one-row path
+        leaves it (``check_lead`` passed first); returns how many rows were written.
+
+        A new row (no LEAD_KEPT_ROW flag) is written whole: LEO, HW and min ISR as given, the
+        epoch starting at the LEO, the ISR committed, this broker in slot 0, the followers in
+        assignment order, empty (UnknownOffset, no fetch, no broker epoch), eligible unless in
+        ``ineligible``, caught up ``now_ms`` when in the ISR (ReplicaStateTable.add_partition).
+        A kept row takes the new assignment (updateAssignmentAndIsr): followers still assigned
+        keep their fetch state, new ones start as Kafka's ReplicaState.Empty
+        (lastFetchLeaderLogEndOffset 0), eligibility is set anew, the ISR committed; then its
+        LEO and min ISR, and with LEAD_NEW_EPOCH the new epoch (start_leader_epoch: every
+        follower reset, forgotten with LEAD_NEW_LEADER). Either way slot 0's log start becomes
+        ``log_starts[i]``."""
+        k = len(rows)
+        R = self.max_replicas
+        _check_offsets(k, rep_off, len(reps), isr_off, len(isr))
+        if (len(flags) != k or len(epochs) != k or len(leos) != k or len(hws) != k
+                or len(min_isrs) != k or len(log_starts) != k):
+            raise ValueError("lead columns disagree in length")
+        for i in range(k):  # what keeps every store inside the row (check_lead checks more)
+            p = int(rows[i])
+            if p < 0 or p >= self.num_partitions:
+                raise IndexError(f"no partition {p}")
+            replicas = list(reps[rep_off[i]:rep_off[i + 1]])
+            if len(replicas) > R or me not in replicas:
+                raise ValueError(f"row {i}: replicas {replicas} without broker {me} or past "
+                                 f"{R} slots")
+        inel = {int(b) for b in ineligible}
+        slot_columns = (self.replica_id, self.leo, self.log_start_offset,
+                        self.last_fetch_leader_leo, self.last_fetch_time_ms,
+                        self.last_caught_up_time_ms, self.broker_epoch, self.in_isr,
+                        self.in_max_isr, self.eligible)
+        fills = (-1, UNKNOWN_OFFSET, UNKNOWN_OFFSET, UNKNOWN_OFFSET, 0, 0, NO_BROKER_EPOCH, 0, 0,
+                 0)
+        for i in range(k):
+            p = int(rows[i])
+            base = p * R
+            replicas = [int(b) for b in reps[rep_off[i]:rep_off[i + 1]]]
+            members = {int(b) for b in isr[isr_off[i]:isr_off[i + 1]]}
+            kept_row = bool(int(flags[i]) & LEAD_KEPT_ROW)
+            kept: dict[int, tuple[int, ...]] = {}
+            if kept_row:
+                # the followers' state, by broker id, before the row is laid out anew
+                for r in range(1, int(self.n_replicas[p])):
+                    j = base + r
+                    kept[int(self.replica_id[j])] = (
+                        int(self.leo[j]), int(self.log_start_offset[j]),
+                        int(self.last_fetch_leader_leo[j]), int(self.last_fetch_time_ms[j]),
+                        int(self.last_caught_up_time_ms[j]), int(self.broker_epoch[j]))
+            else:
+                self.hw[p] = int(hws[i])
+                self.leader_epoch[p] = int(epochs[i])
+                self.epoch_start_offset[p] = int(leos[i])
+                self.active[p] = 1
+            self.isr_state[p] = COMMITTED
+            self.n_replicas[p] = len(replicas)
+            for column, fill in zip(slot_columns, fills, strict=True):
+                for r in range(R):
+                    column[base + r] = fill
+            self.replica_id[base] = me
+            self.in_isr[base] = self.in_max_isr[base] = int(me in members)
+            followers = [b for b in replicas if b != me]
+            for r, b in enumerate(followers, start=1):
+                j = base + r
+                f = b in members
+                self.replica_id[j] = b
+                self.in_isr[j] = self.in_max_isr[j] = int(f)
+                self.eligible[j] = int(b not in inel)
+                if not kept_row:
+                    self.last_caught_up_time_ms[j] = now_ms if f else 0
+                elif b in kept:
+                    (self.leo[j], self.log_start_offset[j], self.last_fetch_leader_leo[j],
+                     self.last_fetch_time_ms[j], self.last_caught_up_time_ms[j],
+                     self.broker_epoch[j]) = kept[b]
+                else:
+                    self.last_fetch_leader_leo[j] = 0  # ReplicaState.Empty
+            self.leader_leo[p] = int(leos[i])
+            self.min_isr[p] = int(min_isrs[i])
+            if kept_row and int(flags[i]) & LEAD_NEW_EPOCH:
+                start = int(self.leader_leo[p])
+                self.leader_epoch[p] = int(epochs[i])
+                self.epoch_start_offset[p] = start
+                for r in range(1, len(replicas)):
+                    j = base + r
+                    now_or_zero = now_ms if self.in_isr[j] else 0
+                    if int(flags[i]) & LEAD_NEW_LEADER:
+                        self.leo[j] = UNKNOWN_OFFSET
+                        self.log_start_offset[j] = UNKNOWN_OFFSET
+                        self.last_fetch_leader_leo[j] = UNKNOWN_OFFSET
+                        self.last_fetch_time_ms[j] = 0
+                        self.broker_epoch[j] = NO_BROKER_EPOCH
+                    else:
+                        self.last_fetch_leader_leo[j] = start
+                        self.last_fetch_time_ms[j] = now_or_zero
+                    self.last_caught_up_time_ms[j] = now_or_zero
+            self.log_start_offset[base] = int(log_starts[i])
+        return k

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from replica_core.errors import (
     Errors,
+    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
@@ -216,49 +217,44 @@ class Partition:
         A state with an older partition epoch is skipped. On a new leader epoch the epoch cache
         gets (epoch, LEO) at once (KAFKA-7415) and every follower's fetch state is reset
         (Replica.resetReplicaState); the HW keeps the log's value, it is not recomputed.
+        :func:`make_leaders` for one partition (a storage error is raised).
         """
-        if state.partition_epoch < self.partition_epoch:
-            return False, False
-        table = self.table
-        now = self.clock.milliseconds()
+        outcome = make_leaders([(self, state)])[0]
+        if isinstance(outcome, KafkaStorageError):
+            raise outcome
+        return outcome
+
+    def _prepare_leader(self, state: LeaderAndIsrPartitionState) -> Any:
+        """makeLeader up to the state table: the assignment, the log (created if missing) and
+        no AlterPartition in flight any more; the log."""
         self.controller_epoch = state.controller_epoch
-        is_new_leader = not self.is_leader
-        is_new_leader_epoch = state.leader_epoch > self.leader_epoch
         self._set_assignment(state)
         self.leader_recovery_state = LEADER_RECOVERY_RECOVERED  # RECOVERING is treated as RECOVERED
         log = self._ensure_log(state)
-        leo = int(log.log_end_offset)
-        isr = list(map(int, state.isr))
         self._pending = None
         self._pending_shrunk = ()
         self.alter_partition.forget_unsent(self.tp)
-        eligible = self.metadata.eligible_replicas(self.replicas)
-        if self.row < 0:
-            # Followers start unknown; ISR members count as caught up from now (§6.1 step 5).
-            self.row = table.add_partition(
-                self.replicas, isr, leader_epoch=state.leader_epoch, now_ms=now,
-                leader_leo=leo, hw=min(max(int(log.high_watermark), 0), leo),
-                min_isr=self.min_insync_replicas, eligible=eligible)
-            self.rows.register_row(self)
-        else:
-            table.set_assignment(self.row, self.replicas, isr, eligible)
-            table.leader_leo[self.row] = leo
-            table.min_isr[self.row] = self.min_insync_replicas
-            if is_new_leader_epoch:
-                table.start_leader_epoch(self.row, state.leader_epoch, now,
-                                         new_leader=is_new_leader)
-        # slot 0's log start is the leader's own, kept current for the fetch sessions
-        table.log_start_offset[self.row, 0] = int(log.log_start_offset)
+        return log
+
+    def _finish_leader(self, state: LeaderAndIsrPartitionState, log: Any, leo: int,
+                       is_new_leader_epoch: bool, now: int) -> bool:
+        """makeLeader after the state table: the log start listener, the follower slots, the
+        new epoch into the epoch cache (written through to its checkpoint), the epochs and the
+        leadership; then maybeIncrementLeaderHW. True iff the HW moved."""
         log.log_start_listener = self._on_leader_log_start
-        followers = [b for b in self.replicas if b != self.broker_id]
-        self._slot_of = {b: r for r, b in enumerate(followers, start=1)}
+        me = self.broker_id
+        slot_of = {}
+        for b in self.replicas:  # the followers' slots, in assignment order from 1
+            if b != me:
+                slot_of[b] = len(slot_of) + 1
+        self._slot_of = slot_of
         if is_new_leader_epoch:
             log.maybe_assign_epoch_start_offset(state.leader_epoch, leo)
             self.leader_epoch = state.leader_epoch
             self.leader_epoch_start_offset = leo
         self.partition_epoch = state.partition_epoch
-        self.leader_id = self.broker_id
-        return is_new_leader, self.maybe_increment_leader_hw(now)
+        self.leader_id = me
+        return self.maybe_increment_leader_hw(now)
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
         """Partition.makeFollower (§7.10); True iff the leader epoch increased (restart fetcher).
@@ -684,6 +680,108 @@ class Partition:
         return EpochEndOffset(Errors.NONE, int(found[0]), int(found[1]))
 
 
+LeaderOutcome = tuple[bool, bool] | KafkaStorageError
+"""One partition's :func:`make_leaders` answer: (became leader now, HW moved), or the storage
+error that stopped it."""
+
+
+def make_leaders(items: Sequence[tuple[Partition, LeaderAndIsrPartitionState]]
+                 ) -> list[LeaderOutcome]:
+    """Partition.makeLeader (§6.1) for the partitions of one LeaderAndIsr, all on one broker;
+    one answer per item, in order.
+
+    Each partition's effects are Kafka's, in Kafka's order for that partition: skipped with
+    (False, False) when the state's partition epoch is older than the partition's; else the
+    assignment and the log, then the replica state (:meth:`ReplicaStateTable.lead_partitions`,
+    one call for every partition: followers reset on a new leader epoch, the ISR committed, the
+    HW kept as the log has it), then on a new leader epoch (epoch, LEO) into the epoch cache
+    and its checkpoint (KAFKA-7415), then the leadership and maybeIncrementLeaderHW. The
+    partitions share nothing, so doing each step for all of them before the next step leaves
+    every partition and file as one partition at a time would. A ``KafkaStorageError`` (the
+    log cannot be created, the epoch checkpoint cannot be written) stops that partition where
+    the one-partition path would stop, and is its answer. A partition named twice is made
+    leader twice, the second time after the first is complete.
+    """
+    outcomes: list[LeaderOutcome] = []
+    start = 0
+    while start < len(items):  # runs of distinct partitions
+        seen: set[int] = set()
+        end = start
+        while end < len(items) and id(items[end][0]) not in seen:
+            seen.add(id(items[end][0]))
+            end += 1
+        outcomes.extend(_make_leaders_once(items[start:end]))
+        start = end
+    return outcomes
+
+
+def _make_leaders_once(items: Sequence[tuple[Partition, LeaderAndIsrPartitionState]]
+                       ) -> list[LeaderOutcome]:
+    """:func:`make_leaders` for distinct partitions."""
+    outcomes: list[LeaderOutcome] = [(False, False)] * len(items)
+    if not items:
+        return outcomes
+    first = items[0][0]
+    table = first.table
+    now = first.clock.milliseconds()
+    ready: list[tuple[int, Partition, LeaderAndIsrPartitionState, Any, int, bool, bool]] = []
+    rows: list[int] = []
+    replicas: list[tuple[int, ...]] = []
+    isrs: list[Sequence[int]] = []
+    epochs: list[int] = []
+    leos: list[int] = []
+    hws: list[int] = []
+    min_isrs: list[int] = []
+    log_starts: list[int] = []
+    new_epochs: list[bool] = []
+    new_leaders: list[bool] = []
+    for i, (partition, state) in enumerate(items):
+        if partition.table is not table:
+            raise ValueError(f"{partition.tp} is not on the broker of {first.tp}")
+        if state.partition_epoch < partition.partition_epoch:
+            continue
+        is_new_leader = not partition.is_leader
+        is_new_leader_epoch = state.leader_epoch > partition.leader_epoch
+        try:
+            log = partition._prepare_leader(state)
+        except KafkaStorageError as e:
+            outcomes[i] = e
+            continue
+        leo = int(log.log_end_offset)
+        ready.append((i, partition, state, log, leo, is_new_leader, is_new_leader_epoch))
+        rows.append(partition.row)
+        replicas.append(partition.replicas)
+        isrs.append(state.isr)
+        epochs.append(state.leader_epoch)
+        leos.append(leo)
+        hws.append(min(max(int(log.high_watermark), 0), leo))
+        min_isrs.append(partition.min_insync_replicas)
+        log_starts.append(int(log.log_start_offset))
+        new_epochs.append(is_new_leader_epoch)
+        new_leaders.append(is_new_leader)
+    if not ready:
+        return outcomes
+    # ISR eligibility is a broker's (alive, not fenced, not shutting down: KIP-841)
+    brokers = {b for reps in replicas for b in reps}
+    ineligible = brokers.difference(first.metadata.eligible_replicas(sorted(brokers)))
+    # Followers start unknown; ISR members count as caught up from now (§6.1 step 5).
+    rows = table.lead_partitions(rows, replicas, isrs, leader_epochs=epochs, leader_leos=leos,
+                                 hws=hws, min_isrs=min_isrs, log_starts=log_starts,
+                                 new_epochs=new_epochs, new_leaders=new_leaders, now_ms=now,
+                                 ineligible=ineligible)
+    for (i, partition, state, log, leo, is_new_leader, is_new_leader_epoch), row in zip(
+            ready, rows, strict=True):
+        if partition.row < 0:
+            partition.row = row
+            partition.rows.register_row(partition)
+        try:
+            outcomes[i] = (is_new_leader,
+                           partition._finish_leader(state, log, leo, is_new_leader_epoch, now))
+        except KafkaStorageError as e:
+            outcomes[i] = e
+    return outcomes
+
+
 # ---- storage seam: every call into the Log goes through these --------------------------------
 def _storage_isolation(isolation: str) -> str:
     return ISOLATION_HIGH_WATERMARK if isolation == ISOLATION_TXN_COMMITTED else isolation
@@ -714,7 +812,9 @@ __all__ = [
     "ISOLATION_TXN_COMMITTED",
     "AppendResult",
     "LogReadInfo",
+    "LeaderOutcome",
     "OffsetSnapshot",
     "Partition",
     "latest_epoch",
+    "make_leaders",
 ]

@@ -104,6 +104,12 @@ class Purgatory(Generic[T]):
     def delayed(self) -> int:
         return self._delayed
 
+    @property
+    def has_watchers(self) -> bool:
+        """Some key has a watch list (:meth:`check_and_complete` of any key may do something);
+        False means every such call would find nothing."""
+        return bool(self._watchers)
+
     def next_deadline_ms(self) -> int | None:
         """Earliest deadline of a pending op (None if none): when ``advance_clock`` next has work.
 

@@ -81,6 +81,7 @@ from replica_core.replication.partition import (
     ISOLATION_TXN_COMMITTED,
     Partition,
     latest_epoch,
+    make_leaders,
 )
 from replica_core.replication.partition_context import PartitionContext
 from replica_core.replication.purgatory import Purgatory
@@ -191,14 +192,18 @@ class _PartitionHooks:
     """The replica manager as its partitions' narrow collaborators (``PartitionContext``):
     ISR change listener, delayed operations, AlterPartition sender, log factory, row registry."""
 
-    __slots__ = ("_rm", "on_leader_hw_incremented")
+    __slots__ = ("_rm", "on_leader_hw_incremented", "forget_unsent", "get_or_create_log")
 
     def __init__(self, rm: ReplicaManager) -> None:
         self._rm = rm
-        # the manager's own hook, bound once: a leader's HW advance completes delayed
-        # produce/fetch without a forwarding frame
+        # the manager's own hooks, bound once: a leader's HW advance completes delayed
+        # produce/fetch, and every LeaderAndIsr partition drops its unsent AlterPartition and
+        # finds its log, without a forwarding frame
         self.on_leader_hw_incremented: Callable[[TopicPartition], None] = \
             rm._on_leader_hw_incremented
+        self.forget_unsent: Callable[[TopicPartition], None] = \
+            rm._forget_unsent_alter_partition
+        self.get_or_create_log: Callable[..., Any] = rm._get_or_create_log
 
     def mark_isr_change(self, tp: TopicPartition, *, expanded: bool) -> None:
         self._rm._record_isr_change(tp, expanded=expanded)
@@ -214,13 +219,6 @@ class _PartitionHooks:
 
     def submit(self, item: AlterPartitionItem, *, retry: bool = False) -> None:
         self._rm._submit_alter_partition(item, retry=retry)
-
-    def forget_unsent(self, tp: TopicPartition) -> None:
-        self._rm._forget_unsent_alter_partition(tp)
-
-    def get_or_create_log(self, tp: TopicPartition, *, is_new: bool = False,
-                          topic_id: str | None = None) -> Any:
-        return self._rm._get_or_create_log(tp, is_new=is_new, topic_id=topic_id)
 
     def register_row(self, partition: Partition) -> None:
         self._rm._by_row[partition.row] = partition
@@ -412,19 +410,26 @@ class ReplicaManager:
         to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         self.metadata_cache.update(state.tp for state in request.partition_states)
+        partitions = self._partitions
+        context = self._partition_context
+        me = self.broker_id
         for state in request.partition_states:
             tp = state.tp
-            partition = self._partitions.get(tp)
+            partition = partitions.get(tp)
             if partition is None:
-                partition = self._partitions[tp] = Partition(tp, self._partition_context)
-            log_topic_id = (partition.log.topic_id if partition.log is not None else None) \
-                or partition.topic_id
-            if state.topic_id and log_topic_id and state.topic_id != log_topic_id:
+                partition = partitions[tp] = Partition(tp, context)
+            if state.topic_id:
+                log = partition.log
+                log_topic_id = (log.topic_id if log is not None else None) or partition.topic_id
+                inconsistent = bool(log_topic_id) and state.topic_id != log_topic_id
+            else:
+                inconsistent = False
+            if inconsistent:
                 errors[tp] = Errors.INCONSISTENT_TOPIC_ID
             elif state.leader_epoch > partition.leader_epoch:
-                if self.broker_id not in state.replicas:
+                if me not in state.replicas:
                     errors[tp] = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                elif state.leader == self.broker_id:
+                elif state.leader == me:
                     to_lead.append((partition, state))
                 else:
                     to_follow.append((partition, state))
@@ -433,12 +438,10 @@ class ReplicaManager:
         touched: list[TopicPartition] = []
         if to_lead:
             self._remove_fetchers([p.tp for p, _ in to_lead])
-            for partition, state in to_lead:
-                errors[partition.tp] = Errors.NONE
-                try:
-                    partition.make_leader(state)
-                except KafkaStorageError:
-                    errors[partition.tp] = Errors.KAFKA_STORAGE_ERROR
+            # makeLeaders: Partition.makeLeader for each, the table's part in one batch
+            for (partition, _), outcome in zip(to_lead, make_leaders(to_lead), strict=True):
+                errors[partition.tp] = (Errors.KAFKA_STORAGE_ERROR
+                                        if isinstance(outcome, KafkaStorageError) else Errors.NONE)
                 touched.append(partition.tp)
         if to_follow:
             completed = self._make_followers(to_follow, errors, request.live_leaders)
@@ -449,9 +452,7 @@ class ReplicaManager:
         # fenced epoch, or an HW that moved in makeLeader).
         if to_lead or to_follow:
             self._leadership_gen += 1
-        for tp in touched:
-            self.produce_purgatory.check_and_complete(tp)
-            self._try_complete_delayed_fetch(tp)
+        self._complete_delayed_requests(touched)
         if self._next_hw_checkpoint_ms is None:
             self._next_hw_checkpoint_ms = self.clock.milliseconds()
         if self.fetcher_manager is not None:
@@ -479,9 +480,7 @@ class ReplicaManager:
         self._remove_fetchers([p.tp for p in changed])
         if changed:
             self._leadership_gen += 1
-        for partition in changed:
-            self.produce_purgatory.check_and_complete(partition.tp)
-            self._try_complete_delayed_fetch(partition.tp)
+        self._complete_delayed_requests([p.tp for p in changed])
         if self.config.truncation == TRUNCATION_HIGH_WATERMARK:
             # Pre-KIP-101: truncate to the local HW before fetching from the new leader.
             for partition in changed:
@@ -495,6 +494,18 @@ class ReplicaManager:
         if self.fetcher_manager is not None:
             self.fetcher_manager.add_fetcher_for_partitions(states)
         return set(changed)
+
+    def _complete_delayed_requests(self, tps: Sequence[TopicPartition]) -> None:
+        """completeDelayedFetchOrProduceRequests for each of ``tps`` in order: its delayed
+        produce, then its delayed fetches. With no delayed operation anywhere nothing can
+        complete, and the partitions are not looked at one by one."""
+        produce = self.produce_purgatory
+        if not (produce.has_watchers or self.fetch_purgatory.has_watchers
+                or self._parked_sessions):
+            return
+        for tp in tps:
+            produce.check_and_complete(tp)
+            self._try_complete_delayed_fetch(tp)
 
     def initial_fetch_offset(self, log: Any) -> int:
         """ReplicaManager.initialFetchOffset: the LEO when truncation on fetch is supported (IBP

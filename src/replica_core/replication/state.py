@@ -30,6 +30,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Sequence
 from enum import IntEnum
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,10 @@ FETCH_EXPAND = 2
 """The follower may join the ISR: the HW was left to the caller, which proposes that first."""
 FETCH_HW_MOVED = 4
 """The HW advanced (the table's ``hw`` holds it)."""
+# The kernels' ``lead_rows`` per-row flags (the kernel modules define the same):
+_LEAD_KEPT_ROW = 1
+_LEAD_NEW_EPOCH = 2
+_LEAD_NEW_LEADER = 4
 
 
 class IsrState(IntEnum):
@@ -226,6 +231,81 @@ class ReplicaStateTable:
         self.leader_epoch[p] = leader_epoch
         self.epoch_start_offset[p] = leader_leo
         return p
+
+    def lead_partitions(self, rows: Sequence[int], replicas: Sequence[Sequence[int]],
+                        isrs: Sequence[Sequence[int]], *, leader_epochs: Sequence[int],
+                        leader_leos: Sequence[int], hws: Sequence[int],
+                        min_isrs: Sequence[int], log_starts: Sequence[int],
+                        new_epochs: Sequence[bool], new_leaders: Sequence[bool], now_ms: int,
+                        ineligible: Iterable[int] = ()) -> list[int]:
+        """Partition.makeLeader's table part (§6.1) for every partition of one LeaderAndIsr, in
+        one validation pass and one kernel call; the rows, in order.
+
+        Entry ``i`` is a partition this broker starts leading (``rows[i]`` −1: a row is taken
+        as :meth:`add_partition` takes it, in entry order) or leads already (its row:
+        :meth:`set_assignment` with this broker's eligibility, its LEO and min ISR, then with
+        ``new_epochs[i]`` :meth:`start_leader_epoch` with ``new_leaders[i]``). Slot 0's log
+        start becomes ``log_starts[i]``. Every row ends as those one-row calls leave it;
+        ``ineligible`` are the brokers that may not join an ISR (KIP-841). Nothing is written
+        when any entry breaks the assignment rules (the one-row calls' errors)."""
+        k = len(rows)
+        me = self.broker_id
+        rows = [int(p) for p in rows]
+        reps = [int(b) for rs in replicas for b in rs]
+        rep_off = [0, *accumulate(map(len, replicas))]
+        isr = [int(b) for ms in isrs for b in ms]
+        isr_off = [0, *accumulate(map(len, isrs))]
+        leos = list(leader_leos)
+        hws = list(hws)
+        min_isrs = list(min_isrs)
+        if not (len(replicas) == len(isrs) == len(leader_epochs) == len(leos) == len(hws)
+                == len(min_isrs) == len(log_starts) == len(new_epochs) == len(new_leaders)
+                == k):
+            raise ValueError("lead columns disagree in length")
+        bad = self.kernels.check_lead(rows, reps, rep_off, isr, isr_off, min_isrs, leos, hws, me)
+        if bad >= 0:
+            self._raise_lead_error(rows[bad], list(replicas[bad]), set(isrs[bad]),
+                                   min_isrs[bad], leos[bad], hws[bad])
+        width = max(map(len, replicas), default=0)
+        if width > self.max_replicas:
+            self.reserve(self.capacity, width)
+        flags = []
+        free = self._free
+        fresh = sum(1 for p in rows if p < 0)
+        need = self.scan_bound + max(0, fresh - len(free))
+        capacity = self.capacity
+        while need > capacity:  # as add_partition grows: doubling when the rows run out
+            capacity *= 2
+        if capacity > self.capacity:
+            self.reserve(capacity)
+        for i, p in enumerate(rows):
+            if p >= 0:
+                flags.append(_LEAD_KEPT_ROW | (_LEAD_NEW_EPOCH if new_epochs[i] else 0)
+                             | (_LEAD_NEW_LEADER if new_leaders[i] else 0))
+                continue
+            if free:
+                rows[i] = heapq.heappop(free)
+            else:
+                rows[i] = self.scan_bound
+                self.scan_bound += 1
+            flags.append(0)
+        self._size += fresh
+        self.kernels.lead_rows(rows, flags, reps, rep_off, isr, isr_off,
+                               sorted({int(b) for b in ineligible}), list(leader_epochs), leos,
+                               hws, min_isrs, list(log_starts), now_ms, me)
+        return rows
+
+    def _raise_lead_error(self, p: int, replicas: list[int], isr: set[int], min_isr: int,
+                          leader_leo: int, hw: int) -> None:
+        """The error of the one-row call for a bad :meth:`lead_partitions` entry."""
+        if p >= 0:
+            self._check(p)
+        self._validate_assignment(replicas, isr)
+        if min_isr < 1:
+            raise ValueError("min.insync.replicas must be at least 1")
+        if p < 0 and not 0 <= hw <= leader_leo:
+            raise ValueError(f"high watermark {hw} outside [0, {leader_leo}]")
+        raise ValueError(f"bad leader state for partition {p}")  # (the kernel's rules are these)
 
     def remove_partition(self, p: int) -> None:
         """Stop leading partition ``p``; its index may be reused."""

@@ -200,35 +200,48 @@ class ClientView:
         client = self.client_node
         if not isinstance(pids, (list, range)):
             pids = list(pids)
+        old_causes = cause
         if 4 * len(pids) >= len(cause):
             # many partitions: read each column once rather than an element per partition
             leaders, isr_size, min_isr = leaders.tolist(), isr_size.tolist(), min_isr.tolist()
+            old_causes = cause.tolist()
+        # per leader broker, what does not depend on the partition (looked at once per call):
+        # its cause (1: down, 2: unreachable) or, when it serves, its replica manager's lookup
+        by_leader: dict[int, Any] = {}
         for pid in pids:
             pid = int(pid)
             leader = int(leaders[pid])
             if leader < 0:
                 new = 0
             else:
-                b = brokers.get(leader)
-                if b is None or not b.alive or b.rm is None:
-                    new = 1
-                elif not reachable(client, leader):
-                    new = 2
+                served = by_leader.get(leader)
+                if served is None:
+                    b = brokers.get(leader)
+                    if b is None or not b.alive or b.rm is None:
+                        served = 1
+                    elif not reachable(client, leader):
+                        served = 2
+                    else:
+                        served = b.rm.partition
+                    by_leader[leader] = served
+                if served.__class__ is int:
+                    new = served
                 else:
-                    p = b.rm.partition(tps[pid])
+                    p = served(tps[pid])
                     if p is None or not p.is_leader:
                         new = 3
                     elif isr_size[pid] < min_isr[pid]:
                         new = 4
                     else:
                         new = WRITABLE
-            old = int(cause[pid])
+            old = int(old_causes[pid])
             if old != new:
                 if old >= 0:
                     count[old] -= 1
                 if new >= 0:
                     count[new] += 1
                 cause[pid] = new
+                old_causes[pid] = new  # (the list read above, when it is one: a pid twice)
         self.recovery.observe(now, self.leaderless, self.blocked, tracker.under_rep)
 
     def observe(self) -> None:

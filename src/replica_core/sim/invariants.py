@@ -65,6 +65,7 @@ _scan_batches = _batch_kernels.scan_batches
 _kernels = load("_invariants", "invariants_py")
 _OUT_OF_ORDER = _kernels.OUT_OF_ORDER
 _NONE = _kernels.NONE
+_DIVERGED = _kernels.DIVERGED
 _INT64_MIN = -(2**63)
 _NO_ROWS = np.zeros((0, _COL_NCOLS), dtype=np.int64)
 
@@ -108,14 +109,27 @@ def records_digest(batch: bytes | memoryview) -> int:
 def scan_log(log: Any) -> LogScan:
     """Scan every segment of ``log`` once (CRCs checked): its :data:`LogScan`. A log whose
     one empty segment is not made yet holds nothing: it is not built to find that out."""
+    if not log.segments_made:
+        return _NO_ROWS, [], []
+    segments = log.segments
+    if len(segments) == 1:  # most logs: one segment, scanned without the general loop
+        seg = segments.last
+        size = seg.size
+        if size <= 0:
+            return _NO_ROWS, [], []
+        f = seg.log_file
+        view = f.view(0, size)
+        try:
+            headers = _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
+        finally:
+            view.release()
+        return (headers, [f], [0]) if len(headers) else (_NO_ROWS, [], [])
     files: list[Any] = []
     starts: list[int] = []
-    if not log.segments_made:
-        return _NO_ROWS, files, starts
     found = _NO_ROWS
     parts: list[np.ndarray] | None = None  # two or more segments hold batches
     n = 0
-    for seg in log.segments:
+    for seg in segments:
         size = seg.size
         if size <= 0:
             continue
@@ -763,12 +777,12 @@ class InvariantChecker:
             return True
         self.checks["isr_agreement"] += 1
         lrows = self._batches(leader_id, tp, p.log)[0]
-        check_rows = _kernels.check_rows  # (clean rows: _check_rows has nothing to say)
-        if check_rows(lrows, hw) != _NONE:
+        if _kernels.check_rows(lrows, hw) != _NONE:  # (clean: _check_rows has nothing to say)
             self._check_rows(tp, leader_id, lrows, hw)
         ok = True
         cluster = self.cluster
         brokers = cluster.brokers
+        check_follower = _kernels.check_follower  # check_rows, then agree_below, in one call
         for b in p.isr:
             if b == leader_id:
                 continue
@@ -781,9 +795,13 @@ class InvariantChecker:
             leo = lg.log_end_offset
             limit = hw if hw <= leo else leo  # min(hw, leo)
             frows = self._batches(b, tp, lg)[0]
-            if check_rows(frows, limit) != _NONE:
+            found = check_follower(lrows, frows, limit)
+            if found == _NONE:
+                continue  # clean and in agreement
+            if found != _DIVERGED:  # out of order or corrupt below the limit
                 self._check_rows(tp, b, frows, limit)
-            if not _kernels.agree_below(lrows, frows, limit, _common_start(lrows, frows)):
+            if found == _DIVERGED or not _kernels.agree_below(lrows, frows, limit,
+                                                              _common_start(lrows, frows)):
                 ok = False
                 why = self._divergence_explained(tp, leader_id, b)
                 if tp not in self.diverged:

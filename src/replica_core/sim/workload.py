@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 _BASE_TS = struct.Struct(">q")
 _PRODUCER_HEADER = struct.Struct(">qhi")  # producer id, producer epoch, base sequence (at 43)
 _MAX_TS_AT = 35
+_COL_POSITION = _batch_kernels.COL_POSITION
+_COL_SIZE = _batch_kernels.COL_SIZE
+_COL_RECORD_COUNT = _batch_kernels.COL_RECORD_COUNT
+_COL_BASE_OFFSET = _batch_kernels.COL_BASE_OFFSET
+_COL_LAST_OFFSET_DELTA = _batch_kernels.COL_LAST_OFFSET_DELTA
 RETRIABLE = frozenset({
     Errors.NOT_LEADER_OR_FOLLOWER, Errors.UNKNOWN_TOPIC_OR_PARTITION, Errors.LEADER_NOT_AVAILABLE,
     Errors.NOT_ENOUGH_REPLICAS, Errors.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -560,19 +565,19 @@ class Workload:
             if log is None:
                 continue
             headers, files, starts = scan_log(log)
+            if not len(headers):
+                continue
             committed_end = int(log.high_watermark)
             seen: set[int] = set()
             highest = -1
             file_index = 0
-            for k in range(len(headers)):
+            for k, row in enumerate(headers.tolist()):  # (Python ints: read once, each cell)
                 while file_index + 1 < len(starts) and starts[file_index + 1] <= k:
                     file_index += 1
-                pos = int(headers[k, _batch_kernels.COL_POSITION])
-                size = int(headers[k, _batch_kernels.COL_SIZE])
-                count = int(headers[k, _batch_kernels.COL_RECORD_COUNT])
-                committed = (int(headers[k, _batch_kernels.COL_BASE_OFFSET])
-                             + int(headers[k, _batch_kernels.COL_LAST_OFFSET_DELTA])
-                             < committed_end)
+                pos = row[_COL_POSITION]
+                size = row[_COL_SIZE]
+                count = row[_COL_RECORD_COUNT]
+                committed = row[_COL_BASE_OFFSET] + row[_COL_LAST_OFFSET_DELTA] < committed_end
                 view = files[file_index].view(pos, size)
                 try:
                     digest = records_digest(view)

@@ -62,6 +62,16 @@ _INT64 = (-(1 << 63), (1 << 63) - 1)
 _CANONICAL_EPOCHS = re.compile(rb"0\n([0-9]{1,9})\n((?:[0-9]{1,9} [0-9]{1,18}\n)*)")
 
 
+# an offset checkpoint as written: version 0, the count, ``topic partition offset`` lines (the
+# topic free of Java's \s, the partition an int32, the offset a non-negative int64)
+_CANONICAL_OFFSETS = re.compile(
+    r"0\n([0-9]{1,9})\n((?:[^ \t\n\x0b\f\r]+ [0-9]{1,9} [0-9]{1,18}\n)*)")
+
+# canonical leader-epoch checkpoint contents -> their entries: a broker's partitions share a
+# few contents (``0\n1\n0 0\n``...), each parsed once (bytes are immutable; a list is copied out)
+_EPOCHS_PARSED: dict[bytes, tuple[tuple[int, int], ...]] = {}
+
+
 class _Malformed(Exception):
     pass
 
@@ -225,6 +235,24 @@ class OffsetCheckpointFile(CheckpointFile[tuple[tuple[str, int], int]]):
     def _content_bytes(self, content: OffsetCheckpointContent) -> bytes:
         return f"{self.version}\n{len(content.lines)}\n{''.join(content.lines)}".encode()
 
+    def decode(self, raw: bytes) -> list[tuple[tuple[str, int], int]]:
+        """As :meth:`CheckpointFile.decode`; a file exactly as :meth:`encode` writes it (version
+        0, the count, then that many ``topic partition offset`` lines, single spaces between
+        fields, plain digits short enough to be in range) is split in one pass, anything else
+        read by the general rules (a log dir's checkpoints hold a line per partition)."""
+        if type(raw) is bytes and self.version == 0:
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None  # the general rules report it
+            m = None if text is None else _CANONICAL_OFFSETS.fullmatch(text)
+            if m is not None:
+                fields = m.group(2).replace("\n", " ").split(" ")  # a last "" after the last line
+                if len(fields) == 3 * int(m.group(1)) + 1:
+                    return [((topic, int(partition)), int(offset)) for topic, partition, offset
+                            in zip(fields[0:-1:3], fields[1::3], fields[2::3], strict=True)]
+        return super().decode(raw)
+
     def read(self) -> dict[tuple[str, int], int]:
         """``{(topic, partition): offset}`` (later duplicates win, like Kafka's HashMap)."""
         return dict(self.read_entries())
@@ -314,12 +342,20 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
         0, the count, then that many ``epoch start`` lines of plain digits short enough to be
         in range) is read in one match, anything else by the general rules."""
         if type(raw) is bytes and self.version == 0:
+            parsed = _EPOCHS_PARSED.get(raw)
+            if parsed is not None:
+                return list(parsed)
             m = _CANONICAL_EPOCHS.fullmatch(raw)
             if m is not None:
                 fields = m.group(2).split()
                 if len(fields) == 2 * int(m.group(1)):
-                    return [(int(epoch), int(start))
-                            for epoch, start in zip(fields[::2], fields[1::2], strict=True)]
+                    entries = [(int(epoch), int(start))
+                               for epoch, start in zip(fields[::2], fields[1::2], strict=True)]
+                    if len(raw) <= 256:  # the few short contents most partitions share
+                        if len(_EPOCHS_PARSED) >= 4096:
+                            _EPOCHS_PARSED.clear()
+                        _EPOCHS_PARSED[raw] = tuple(entries)
+                    return entries
         return super().decode(raw)
 
     def read(self) -> list[tuple[int, int]]:

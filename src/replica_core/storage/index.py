@@ -122,6 +122,35 @@ class _Index:
         self._appended = newly_created
         self._reload_last()
 
+    @classmethod
+    def over_written_file(cls, medium: Medium, path: str, base_offset: int,
+                          max_index_size: int, file: MediumFile, data: bytes) -> _Index:
+        """The index :meth:`__init__` opens (writable, not pre-allocated) over an existing file
+        whose whole content is ``data``, built over ``file``, the handle that has just written
+        ``data`` (segment recovery rewrites both indexes so): the entries taken as the file's
+        whole entries, the last one read from ``data``; the file is not opened or read again."""
+        index = cls.__new__(cls)
+        if base_offset < 0:
+            raise ValueError(f"negative base offset {base_offset}")
+        index.medium = medium
+        index.path = path
+        index.base_offset = int(base_offset)
+        index.max_index_size = int(max_index_size)
+        index.writable = True
+        index._kernel = _kernel
+        index._searcher = _LazySearcher(index)
+        index._view = None
+        index._file = file
+        index._length = length = len(data)
+        index._max_entries = index._entries = length // cls.ENTRY_SIZE
+        index._appended = False  # entries taken from a file, as __init__ takes them
+        index._reload_last_from(data)
+        return index
+
+    def _reload_last_from(self, data: bytes) -> None:
+        """:meth:`_reload_last` with the file's content in hand."""
+        raise NotImplementedError
+
     # -- mapping -------------------------------------------------------------------------------
     def _map(self) -> None:
         if self._file is None:
@@ -132,6 +161,8 @@ class _Index:
 
     def _unmap(self) -> None:
         searcher = self._searcher
+        if type(searcher) is _LazySearcher and self._view is None:
+            return  # not mapped: nothing to release
         if not isinstance(searcher, (_LazySearcher, _ClosedSearcher)) and self._file is not None:
             searcher.release()
         self._searcher = _LazySearcher(self)
@@ -220,7 +251,7 @@ class _Index:
         f.truncate(rounded)
         self._length = rounded
         self._max_entries = rounded // es
-        self._reload_last()
+        # the entries and their bytes are kept, so is the last entry (_reload_last unneeded)
         return True
 
     def trim_to_valid_size(self) -> None:
@@ -314,6 +345,11 @@ class OffsetIndex(_Index):
     def _reload_last(self) -> None:
         self._last_offset = self.last_entry()[0]
 
+    def _reload_last_from(self, data: bytes) -> None:
+        n = self._entries
+        self._last_offset = self.base_offset if n == 0 else \
+            self.base_offset + _OFFSET_ENTRY.unpack_from(data, (n - 1) * 8)[0]
+
     @property
     def last_offset(self) -> int:
         """Offset of the last entry (the base offset when empty)."""
@@ -401,6 +437,14 @@ class TimeIndex(_Index):
             self._last = (NO_TIMESTAMP, self.base_offset)
         else:
             self._last = self.entry(self._entries - 1)
+
+    def _reload_last_from(self, data: bytes) -> None:
+        n = self._entries
+        if n == 0:
+            self._last = (NO_TIMESTAMP, self.base_offset)
+        else:
+            ts, rel = _TIME_ENTRY.unpack_from(data, (n - 1) * 12)
+            self._last = (ts, self.base_offset + rel)
 
     def is_full(self) -> bool:
         """``entries >= max_entries − 1``: the last slot is kept for the entry written at roll."""

@@ -125,6 +125,14 @@ class LoadedLogOffsets:
     next_offset_metadata: LogOffsetMetadata
 
 
+def _canonical_prefix(name: str) -> bool:
+    """Does the listed file name start with Kafka's 20-digit offset (below 2**63) and a
+    ``.``? Then :func:`offset_from_file_name` is ``int(name[:20])`` and
+    :func:`is_canonical_file_name` holds (the other names go through those functions)."""
+    return len(name) > 20 and name[20] == "." and name[:20].isdigit() \
+        and name[:20].isascii() and name[:20] < "09223372036854775808"
+
+
 def _strip_suffix(name: str, suffix: str) -> str:
     return name[: -len(suffix)] if suffix and name.endswith(suffix) else name
 
@@ -160,6 +168,9 @@ class LogLoader:
         self.max_index_size = int(config.segment_index_bytes)
         self.jitter_source = jitter_source  # segment roll jitter (LogSegment.open)
         self._names: list[str] | None = None  # the directory's file names (see _files)
+        #: base offset -> (segment, header rows of its batches) for each segment recovered
+        #: in this load: what its recovery scan found, for the producer-state rebuild
+        self.recovered_headers: dict[int, tuple[LogSegment, np.ndarray]] = {}
 
     # --- helpers ----------------------------------------------------------------------
     def _files(self) -> list[str]:
@@ -327,6 +338,7 @@ class LogLoader:
 
     def _recover_segment(self, seg: LogSegment) -> int:
         result = seg.recover(self.leader_epoch_cache)
+        self.recovered_headers[seg.base_offset] = (seg, result.headers)
         self.report.recovered_segments.append(seg.base_offset)
         if result.truncated_bytes > 0:
             self.report.cuts.append(
@@ -342,18 +354,24 @@ class LogLoader:
         present = set(names)
         for name in names:
             if name.endswith(INDEX_SUFFIXES):
-                try:
-                    base = offset_from_file_name(name)
-                except ValueError:
-                    self.report.ignored_files.append(name)
-                    continue
-                log_name = f"{base:020d}{LOG_FILE_SUFFIX}"
+                if _canonical_prefix(name):  # offset_from_file_name's digits, as they are
+                    log_name = name[:20] + LOG_FILE_SUFFIX
+                else:
+                    try:
+                        base = offset_from_file_name(name)
+                    except ValueError:
+                        self.report.ignored_files.append(name)
+                        continue
+                    log_name = f"{base:020d}{LOG_FILE_SUFFIX}"
                 if log_name not in present:
                     self._remove(name)
                     self.report.orphan_index_files.append(name)
         log_names = []
         for name in names:
             if not name.endswith(LOG_FILE_SUFFIX):
+                continue
+            if _canonical_prefix(name):
+                log_names.append((int(name[:20]), name))
                 continue
             try:
                 base = offset_from_file_name(name)
@@ -479,6 +497,10 @@ class LogLoader:
         self._load_segment_files()
         recovery_point, leo = self._recover_log()
         active = self.segments.last
+        for base, (seg, _) in self.recovered_headers.items():
+            if seg is not active and self.segments.get(base) is seg:
+                # recovery left its indexes built; an inactive segment's wait for first use
+                seg.drop_indexes()
         active.resize_indexes(self.max_index_size)
         cache = self.leader_epoch_cache
         if cache is not None:

@@ -243,6 +243,37 @@ def _segment_producer_batches(segments: LogSegments, base: int, start: int,
             return
 
 
+def _loaded_producer_batches(segments: LogSegments,
+                             scanned: dict[int, tuple[LogSegment, np.ndarray]], base: int,
+                             start: int, end: int) -> Any:
+    """:func:`_segment_producer_batches` at load: a segment the loader has just recovered is
+    not read again, its batches taken from the header rows its recovery scan found (the rows
+    of the batches ending in ``[start, end)``, those the rebuild keeps of what that reads)."""
+    seg = segments.get(base)
+    hit = scanned.get(base)
+    if seg is None or hit is None or hit[0] is not seg:
+        return _segment_producer_batches(segments, base, start, end)
+    if start > base:
+        _ = seg.offset_index  # opened as the read from inside the segment would open it
+    scanned_rows = hit[1]
+    if len(scanned_rows) <= 64:  # the usual few batches: filtered as Python rows
+        rows = [row for row in scanned_rows.tolist()
+                if row[COL_MAGIC] >= 2 and row[COL_PRODUCER_ID] >= 0
+                and start <= row[COL_BASE_OFFSET] + row[COL_LAST_OFFSET_DELTA] < end]
+    else:
+        headers = _producer_rows(scanned_rows)
+        last = headers[:, COL_BASE_OFFSET] + headers[:, COL_LAST_OFFSET_DELTA]  # v2 rows only
+        rows = headers[(last >= start) & (last < end)].tolist()
+    if not rows:
+        return ()
+    log_file = seg.log_file
+
+    def read(pos: int, size: int) -> bytes:
+        return bytes(log_file.read(pos, size))
+
+    return (_row_batch(row, read) for row in rows)
+
+
 def _answer_duplicate(info: Any, update: ProducerStateUpdate) -> Any:
     """A retried batch already in the log: the append's answer carries the offsets (and, as
     ``log_append_time``, the timestamp) it was first written with (``UnifiedLog.append``)."""
@@ -554,7 +585,8 @@ class Log:
         # the snapshot files, from the loader's listing when still current (else listed again)
         psm.remove_stray_snapshots(bases, loader.file_names)
         rebuild_producer_state(psm, segment_base_offsets=bases,
-                               read_batches=functools.partial(_segment_producer_batches, segments),
+                               read_batches=functools.partial(_loaded_producer_batches,
+                                                              segments, loader.recovered_headers),
                                log_start_offset=loaded.log_start_offset,
                                last_offset=loaded.next_offset_metadata.message_offset,
                                reload_from_clean_shutdown=had_clean_shutdown)

@@ -267,7 +267,7 @@ class LogManager:
         """The partition directories to load, in listing order: path -> (topic, partition)."""
         out: dict[str, tuple[str, int]] = {}
         for name in self.medium.list_dirs(log_dir):  # files (the checkpoints) are not partitions
-            path = os.path.join(log_dir, name)
+            path = _join(log_dir, name)  # os.path.join for a listed name
             if name == REMOTE_INDEX_CACHE_DIR or name.startswith(CLUSTER_METADATA_TOPIC + "-"):
                 load.skipped_dirs.append(name)
                 continue
@@ -530,10 +530,15 @@ class LogManager:
         logs are the cleaner's and are left alone. The log-start-offset checkpoint of every dir
         whose logs moved is written at once (Kafka writes it on its own schedule; a crash in
         between only makes the loader take the first segment's base offset). An I/O error takes
-        the log's dir offline, as Kafka's ``maybeHandleIOException`` does."""
+        the log's dir offline, as Kafka's ``maybeHandleIOException`` does.
+
+        A log still as it was created (one empty segment never written, ``segments_made``
+        false) has nothing any rule could delete and is passed over without a call."""
         total = 0
         moved: dict[str, None] = {}   # dirs in first-moved order
         for tp, lg in list(self._logs.items()):
+            if not lg.segments_made and not lg.closed:
+                continue  # what delete_old_segments answers for it: 0, nothing read
             cfg = lg.config
             if cfg.compact and not cfg.delete:
                 continue

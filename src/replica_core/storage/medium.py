@@ -534,10 +534,15 @@ class _MemoryFile(MediumFile):
         return inode
 
     def size(self) -> int:
-        return self._check().size
+        inode = self._inode
+        if inode is None:
+            inode = self._check()  # raises
+        return inode.size
 
     def read(self, position: int, n: int = -1) -> bytes:
-        inode = self._check()
+        inode = self._inode
+        if inode is None:
+            inode = self._check()  # raises
         end = inode.size if n < 0 else min(inode.size, position + n)
         if position >= end:
             return b""
@@ -547,7 +552,9 @@ class _MemoryFile(MediumFile):
         return data
 
     def view(self, position: int = 0, n: int = -1) -> memoryview:
-        inode = self._check()
+        inode = self._inode
+        if inode is None:
+            inode = self._check()  # raises
         end = inode.size if n < 0 else min(inode.size, position + n)
         if position >= end:
             return memoryview(b"")
@@ -637,6 +644,7 @@ def _flushed_inode(data: bytes) -> _Inode:
 
 
 _new_inode = object.__new__  # an _Inode whose fields the caller sets, all of them
+_new_file = object.__new__  # a _MemoryFile whose fields the caller sets, all of them
 
 
 def _norm(path: PathLike) -> str:
@@ -684,6 +692,7 @@ class MemoryMedium(Medium):
         # weak references to the open handles (each drops itself from the set when its handle
         # is gone): what a WeakSet keeps, with no Python-level call per open
         self._handles: set[weakref.ref[_MemoryFile]] = set()
+        self._drop_handle = self._handles.discard
         self.crashes: list[str] = []
         # new directories whose files are not made yet (create_dir_with_files): dir ->
         # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
@@ -696,6 +705,9 @@ class MemoryMedium(Medium):
         self._last_valid_file_list: tuple[tuple[str, int], ...] | None = None
         # id(files) -> (files, their names) for the pending lists (one per shape, shared)
         self._file_list_names: dict[int, tuple[tuple[tuple[str, int], ...], frozenset[str]]] = {}
+        # the last pending list write_atomic looked at, and its replaceable names
+        self._replaceable_list: tuple[tuple[str, int], ...] | None = None
+        self._replaceable: frozenset[str] = frozenset()
         #: while true, file fsyncs report success and persist nothing (see the module docstring)
         self.lose_fsyncs = False
         self.fsyncs = 0
@@ -761,32 +773,42 @@ class MemoryMedium(Medium):
         # the files a write_atomic replaced (their inodes are made already)
         written = self._pending_written.pop(d, None) if self._pending_written else None
         table = self._files
+        present = self._file_kids.get(d)
+        # the write's directory sync of a directory that had no file names: every name of the
+        # directory becomes durable, set in the same pass (else _sync_names below)
+        durable = self._durable if written is not None and present is None \
+            and d not in self._durable_kids else None
         prefix = d + "/"
+        new = _new_inode
         kids = set()
         for name, length in files:
             p = prefix + name
             inode = None if written is None else written.get(p)
             if inode is None:
-                inode = _Inode()
+                # _Inode() then truncate(length), its fields set here in one step
+                inode = new(_Inode)
+                inode.buf = bytearray()
+                inode.durable = None
+                inode.durable_size = 0
+                inode.size = length
                 if length:
-                    inode.size = inode.dirty_hi = length
                     inode.dirty_lo = 0
+                    inode.dirty_hi = length
+                else:
+                    inode.dirty_lo = 1 << 62
+                    inode.dirty_hi = 0
             table[p] = inode
             kids.add(p)
-        present = self._file_kids.get(d)
+            if durable is not None:
+                durable[p] = inode
         if present is None:
             self._file_kids[d] = kids
         else:
             present.update(kids)
-        if written is not None:  # then the write's directory sync, as it would have happened
-            if present is None and d not in self._durable_kids:
-                # _sync_names(d) of a directory that had no file: every name becomes durable
-                durable = self._durable
-                for q in kids:
-                    durable[q] = table[q]
-                self._durable_kids[d] = set(kids)
-            else:
-                self._sync_names(d)
+        if durable is not None:
+            self._durable_kids[d] = set(kids)
+        elif written is not None:  # then the write's directory sync, as it would have happened
+            self._sync_names(d)
 
     def _touch(self, p: str) -> None:
         """Before anything is done with path ``p``: materialise the pending directory it is
@@ -809,6 +831,17 @@ class MemoryMedium(Medium):
             self._file_list_names[id(files)] = hit
         return hit[1]
 
+    def _replaceable_names(self, files: tuple[tuple[str, int], ...]) -> frozenset[str]:
+        """The names in a pending file list that ``write_atomic`` replaces while the directory
+        stays pending: those whose ``.tmp`` name is not in the list too (remembered for the
+        last list asked about: one shared tuple per shape)."""
+        if files is self._replaceable_list:
+            return self._replaceable
+        names = self._names_of(files)
+        replaceable = frozenset(n for n in names if n + ".tmp" not in names)
+        self._replaceable_list, self._replaceable = files, replaceable
+        return replaceable
+
     def _touch_written(self, p: str) -> None:
         """Before reading the durable names of path ``p``: make the pending directory it is in
         if a write made its names durable."""
@@ -827,6 +860,13 @@ class MemoryMedium(Medium):
         # a string that is already a key is already normalised
         files = self._files
         inode = files.get(path) if type(path) is str else None  # type: ignore[arg-type]
+        if inode is None and self._pending and type(path) is str:
+            # the first open of a file of a pending directory: a pending directory is a
+            # normalised path other than "/" and ".", so <it>/<plain name> is normalised too
+            d, _, name = path.rpartition("/")
+            if d in self._pending and name and name != "." and name != "..":
+                self._materialize(d)
+                inode = files.get(path)
         p = path if inode is not None else _norm(path)
         if inode is None:
             if p is not path:
@@ -848,21 +888,28 @@ class MemoryMedium(Medium):
                 raise FileNotFoundError(f"no directory {_parent(p)} for {p}")
             inode = _Inode()
             self._set_file(p, inode)
-        f = _MemoryFile(self, p, inode, writable)
-        handles = self._handles
-        handles.add(weakref.ref(f, handles.discard))
+        # _MemoryFile(self, p, inode, writable), its fields set here in one step
+        f = _new_file(_MemoryFile)
+        f.path = p
+        f.writable = writable
+        f._inode = inode
+        f._medium = self
+        self._handles.add(weakref.ref(f, self._drop_handle))
         return f
 
     def exists(self, path: PathLike) -> bool:
-        if type(path) is str and (path in self._files or path in self._dirs):
+        files, dirs = self._files, self._dirs
+        if type(path) is str and (path in files or path in dirs):
             return True
         p = _norm(path)
-        if p in self._files or p in self._dirs:
+        if p is not path and (p in files or p in dirs):
             return True
         if self._pending:
-            files = self._pending.get(_parent(p))
-            if files is not None:
-                return p.rpartition("/")[2] in self._names_of(files)
+            # the parent of p as a pending directory (never "/" or ".", so "" misses it too)
+            d, _, name = p.rpartition("/")
+            names = self._pending.get(d)
+            if names is not None:
+                return name in self._names_of(names)
         return False
 
     def is_dir(self, path: PathLike) -> bool:
@@ -1036,7 +1083,7 @@ class MemoryMedium(Medium):
             self._valid_file_lists[files] = valid
         if valid:
             self._last_valid_file_list = files
-        parent = _parent(d)
+        parent = d.rpartition("/")[0] or ("/" if d[:1] == "/" else ".")  # _parent(d)
         pending = self._pending
         if pending and (parent in pending or d in pending):
             self._touch(d)
@@ -1075,27 +1122,49 @@ class MemoryMedium(Medium):
     def write_atomic(self, path: PathLike, data: bytes) -> None:
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
         (``path`` holds ``data``, flushed; the directory's names durable; no ``.tmp`` left)."""
-        p = _norm(path)
-        parent, _, name = p.rpartition("/")
-        if not parent:  # _parent(p)
-            parent = "/" if p[:1] == "/" else "."
         pending = self._pending
-        if pending:
-            files = pending.get(parent)
-            if files is not None:
-                if p not in pending:
-                    names = self._names_of(files)
-                    if name in names and name + ".tmp" not in names:
-                        # a file of a pending directory (its leader epoch checkpoint): the new
-                        # inode waits with the directory, which stays pending; making it
-                        # applies the write and its directory sync (nothing can see the
-                        # difference before: anything that looks inside makes it, a power
-                        # failure and the durable-state queries too)
+        if type(path) is str:
+            parent, _, name = path.rpartition("/")
+            if pending:
+                files = pending.get(parent)
+                if files is not None:
+                    if files is self._replaceable_list:
+                        replaceable = self._replaceable
+                    else:
+                        replaceable = self._replaceable_names(files)
+                    if name in replaceable:
+                        # a file of a pending directory (its leader epoch checkpoint; the
+                        # path is normalised: a pending directory's and a plain name from its
+                        # list): the new inode waits with the directory, which stays
+                        # pending; making it applies the write and its directory sync
+                        # (nothing can see the difference before: anything that looks inside
+                        # makes it, a power failure and the durable-state queries too)
                         written = self._pending_written.get(parent)
                         if written is None:
                             written = self._pending_written[parent] = {}
-                        written[p] = _flushed_inode(data)
+                        written[path] = _flushed_inode(data)
                         return
+            if path and path[-1] != "/" and "/." not in path and "//" not in path \
+                    and path[:2] != "./":
+                p = path  # _norm(path), inlined: parent and name are p's
+            else:
+                p = _norm(path)
+                parent, _, name = p.rpartition("/")
+        else:
+            p = _norm(path)
+            parent, _, name = p.rpartition("/")
+        if not parent:  # _parent(p)
+            parent = "/" if p[:1] == "/" else "."
+        if pending:
+            files = pending.get(parent)
+            if files is not None:
+                if p not in pending and name in self._replaceable_names(files):
+                    # as above (the path normalised here)
+                    written = self._pending_written.get(parent)
+                    if written is None:
+                        written = self._pending_written[parent] = {}
+                    written[p] = _flushed_inode(data)
+                    return
                 self._materialize(parent)  # _touch(p)
             if p in pending:
                 self._materialize(p)
@@ -1134,6 +1203,7 @@ class MemoryMedium(Medium):
             if h is not None:
                 h.close()
         self._handles = set()
+        self._drop_handle = self._handles.discard
         out: list[TornFile] = []
         if kind == "power":
             for d in list(self._pending_written):

@@ -177,6 +177,9 @@ class SegmentRecovery(NamedTuple):
     next_offset: int
     reason: str
     first_bad_position: int
+    headers: np.ndarray = _NO_HEADERS
+    """The header rows (batch kernel layout) of the ``batches`` batches kept, positions
+    absolute: what :meth:`LogSegment.scan_headers` of the recovered file yields."""
 
 
 # --- kernels and collaborators, resolved lazily so this module imports on its own ---------------
@@ -823,30 +826,45 @@ class LogSegment:
         self._next_offset = last + 1
         self._bytes_since_last_index_entry = 0
         return SegmentRecovery(
-            valid, truncated, cut, self._next_offset, reason if truncated > 0 else "", first_bad
+            valid, truncated, cut, self._next_offset, reason if truncated > 0 else "", first_bad,
+            headers[:cut],
         )
 
     def _rewrite_indexes(self, offset_entries: bytes, time_entries: bytes) -> None:
         """Replace both index files with the entries recovery derives (§5.4 step 3): what
         Kafka's loop of ``append``/``maybeAppend`` calls leaves behind (reset, one entry per
         qualifying batch, the final time entry, trim), computed by the recovery kernel and
-        written in one write per file; the index objects reopen the files lazily."""
-        for attr, path, data in (
-            ("_offset_index", self.offset_index_path, offset_entries),
-            ("_time_index", self.time_index_path, time_entries),
+        written in one write per file. The index objects are built over the handles that wrote
+        them (what opening the files again gives: every entry in the file, the last one known),
+        as Kafka's recovery leaves its indexes loaded."""
+        from replica_core.storage.index import OffsetIndex, TimeIndex
+
+        medium = self.medium
+        self.drop_indexes()
+        self._indexes_preallocated = False  # the files hold these entries now
+        for attr, path, data, kind in (
+            ("_offset_index", self.offset_index_path, offset_entries, OffsetIndex),
+            ("_time_index", self.time_index_path, time_entries, TimeIndex),
         ):
-            index = getattr(self, attr)
-            if index is not None:
-                index.close_handler()
-                setattr(self, attr, None)
-            self._indexes_preallocated = False  # the files hold these entries now
-            f = self.medium.open(path, create=True)
+            f = medium.open(path, create=True)
             try:
                 f.truncate(len(data))
                 if data:
                     f.write(0, data)
-            finally:
+            except BaseException:
                 f.close()
+                raise
+            setattr(self, attr, kind.over_written_file(medium, path, self.base_offset,
+                                                        self.max_index_size, f, data))
+
+    def drop_indexes(self) -> None:
+        """Release both index objects without trimming their files; they are opened again
+        from the files when next used (Kafka's ``LazyIndex`` not loaded yet)."""
+        for attr in ("_offset_index", "_time_index"):
+            index = getattr(self, attr)
+            if index is not None:
+                index.close_handler()
+                setattr(self, attr, None)
 
     # --- truncation (§4.1) --------------------------------------------------------------
     def truncate_to(self, offset: int) -> int:
