@@ -106,6 +106,16 @@ def records_digest(batch: bytes | memoryview) -> int:
     return zlib.crc32(memoryview(batch)[_HEADER_BYTES:])
 
 
+def _scan_file(f: Any, size: int) -> np.ndarray:
+    """The batch header rows of the first ``size`` bytes of segment file ``f`` (CRCs
+    checked)."""
+    view = f.view(0, size)
+    try:
+        return _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
+    finally:
+        view.release()
+
+
 def scan_log(log: Any) -> LogScan:
     """Scan every segment of ``log`` once (CRCs checked): its :data:`LogScan`. A log whose
     one empty segment is not made yet holds nothing: it is not built to find that out."""
@@ -118,11 +128,7 @@ def scan_log(log: Any) -> LogScan:
         if size <= 0:
             return _NO_ROWS, [], []
         f = seg.log_file
-        view = f.view(0, size)
-        try:
-            headers = _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
-        finally:
-            view.release()
+        headers = _scan_file(f, size)
         return (headers, [f], [0]) if len(headers) else (_NO_ROWS, [], [])
     files: list[Any] = []
     starts: list[int] = []
@@ -134,11 +140,7 @@ def scan_log(log: Any) -> LogScan:
         if size <= 0:
             continue
         f = seg.log_file
-        view = f.view(0, size)
-        try:
-            headers = _scan_batches(view, 0, -1, True, MAX_FRAME_SIZE)[0]
-        finally:
-            view.release()
+        headers = _scan_file(f, size)
         k = len(headers)
         if k:
             if n:
