@@ -556,11 +556,47 @@ def test_native_matches_twin_on_random_states(P, R, seed, steps):
             call_both(native, twin, "isr_size", p)
             call_both(native, twin, "maximal_isr_size", p)
             call_both(native, twin, "reached_isr_size", p, int(rng.integers(-1, 14)))
+            call_both(native, twin, "sorted_isr", p)
+            call_both(native, twin, "sorted_maximal_isr", p)
         else:  # apply every HW in place, as the table does
             a = native.hw_candidates_all(now, lag, P, ca.hw, np.zeros(P, np.uint8))
             b = twin.hw_candidates_all(now, lag, P, cb.hw, np.zeros(P, np.uint8))
             assert a == b
         assert_same_columns(ca, cb)
+
+
+@settings(max_examples=60, deadline=None)
+@given(P=st.integers(1, 12), R=st.integers(2, 6), seed=st.integers(0, 2**32 - 1))
+def test_sorted_isr_matches_the_column_slices_on_random_states(P, R, seed):
+    """sorted_isr / sorted_maximal_isr (native and twin) equal sorting the numpy slice of the
+    flagged slots (the table's isr / maximal_isr), as lists of Python ints; missing rows raise."""
+    cols = random_columns(np.random.default_rng(seed), P, R)
+    kernels = [kernel_module(impl).ReplicaStateKernels(copy_columns(cols), R)
+               for impl in ("native", "twin")]
+    for p in range(-1, P + 1):
+        for method, flags in (("sorted_isr", cols.in_isr), ("sorted_maximal_isr", cols.in_max_isr)):
+            if 0 <= p < P and cols.active[p]:
+                n = cols.n_replicas[p]
+                want = sorted(int(b) for b in cols.replica_id[p, :n][flags[p, :n] != 0])
+                for k in kernels:
+                    got = getattr(k, method)(p)
+                    assert got == want and type(got) is list
+                    assert all(type(b) is int for b in got)
+            else:
+                for k in kernels:
+                    with pytest.raises(IndexError):
+                        getattr(k, method)(p)
+
+
+def test_table_sorted_isr_is_the_slot_order_isr_sorted(table):
+    p = lead(table, replicas=(1, 9, 2), isr=(9, 2, 1))
+    assert table.isr(p) == [1, 9, 2]  # slot order: this broker, then the assignment order
+    assert table.sorted_isr(p) == table.sorted_maximal_isr(p) == [1, 2, 9]
+    table.set_assignment(p, [1, 9, 2], [2, 1])
+    assert table.sorted_isr(p) == table.sorted_maximal_isr(p) == [1, 2]
+    table.remove_partition(p)
+    with pytest.raises(IndexError):
+        table.sorted_isr(p)
 
 
 @pytest.mark.parametrize("impl", ["native", "twin"])

@@ -223,6 +223,17 @@ cdef inline Py_ssize_t _max_isr_size(Cols c, Py_ssize_t p) noexcept nogil:
     return count
 
 
+cdef list _sorted_members(Cols c, Py_ssize_t p, const uint8_t* flags):
+    """Broker ids of the slots of row ``p`` whose flag is set, ascending (a list of ints)."""
+    cdef Py_ssize_t base = p * c.R, r
+    cdef list out = []
+    for r in range(c.n_rep[p]):
+        if flags[base + r]:
+            out.append(c.rid[base + r])
+    out.sort()
+    return out
+
+
 cdef object _flat(object a):
     if not a.flags.c_contiguous:
         raise ValueError("columns must be C-contiguous")
@@ -589,6 +600,16 @@ cdef class ReplicaStateKernels:
         """Members of the maximal ISR of partition ``p`` (KIP-497; the leader included)."""
         self._check_partition(p)
         return _max_isr_size(self.c, p)
+
+    cpdef list sorted_isr(self, Py_ssize_t p):
+        """Broker ids of the committed ISR of partition ``p`` (the leader included), ascending."""
+        self._check_partition(p)
+        return _sorted_members(self.c, p, self.c.in_isr)
+
+    cpdef list sorted_maximal_isr(self, Py_ssize_t p):
+        """Broker ids of the maximal ISR of partition ``p`` (KIP-497), ascending."""
+        self._check_partition(p)
+        return _sorted_members(self.c, p, self.c.in_max)
 
     cpdef Py_ssize_t reached_isr_size(self, Py_ssize_t p, int64_t required_offset) except -2:
         """checkEnoughReplicasReachOffset's inputs in one call: −1 while ``hw[p]`` is below

@@ -371,6 +371,21 @@ class ReplicaStateKernels:
         base = p * self.max_replicas
         return sum(int(self.in_max_isr[base + r]) for r in range(int(self.n_replicas[p])))
 
+    def sorted_isr(self, p: int) -> list[int]:
+        """Broker ids of the committed ISR of partition ``p`` (the leader included), ascending."""
+        self._check_partition(p)
+        return self._sorted_members(p, self.in_isr)
+
+    def sorted_maximal_isr(self, p: int) -> list[int]:
+        """Broker ids of the maximal ISR of partition ``p`` (KIP-497), ascending."""
+        self._check_partition(p)
+        return self._sorted_members(p, self.in_max_isr)
+
+    def _sorted_members(self, p: int, flags: Any) -> list[int]:
+        base = p * self.max_replicas
+        return sorted(int(self.replica_id[base + r]) for r in range(int(self.n_replicas[p]))
+                      if flags[base + r])
+
     def reached_isr_size(self, p: int, required_offset: int) -> int:
         """checkEnoughReplicasReachOffset's inputs in one call: −1 while ``hw[p]`` is below
         ``required_offset``, else the maximal ISR's size."""

@@ -143,12 +143,12 @@ class Partition:
     @property
     def isr(self) -> list[int]:
         """The committed ISR, sorted (empty on a follower: Kafka clears it in makeFollower)."""
-        return sorted(self.table.isr(self.row)) if self.row >= 0 else []
+        return self.table.sorted_isr(self.row) if self.row >= 0 else []
 
     @property
     def maximal_isr(self) -> list[int]:
         """Committed ISR plus a pending expansion; the old ISR while a shrink is pending."""
-        return sorted(self.table.maximal_isr(self.row)) if self.row >= 0 else []
+        return self.table.sorted_maximal_isr(self.row) if self.row >= 0 else []
 
     @property
     def isr_state(self) -> IsrState:

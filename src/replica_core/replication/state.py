@@ -431,6 +431,14 @@ class ReplicaStateTable:
         n = self.n_replicas[p]
         return [int(b) for b in self.replica_id[p, :n][self.in_max_isr[p, :n] != 0]]
 
+    def sorted_isr(self, p: int) -> list[int]:
+        """The committed ISR, ascending broker ids (one kernel call: no array temporaries)."""
+        return self.kernels.sorted_isr(p)
+
+    def sorted_maximal_isr(self, p: int) -> list[int]:
+        """The maximal ISR (KIP-497), ascending broker ids."""
+        return self.kernels.sorted_maximal_isr(p)
+
     def maximal_isr_size(self, p: int) -> int:
         """Members of the maximal ISR (what a produce response reports as the ISR size)."""
         return self.kernels.maximal_isr_size(p)
