@@ -610,3 +610,43 @@ def test_bulk_kernels_reject_bad_bounds(impl):
         k.out_of_sync_all(T0, LAG, 4, np.zeros(11, np.uint8))
     with pytest.raises(ValueError):
         type(k)(SimpleNamespace(**{**vars(cols), "hw": cols.hw[:3]}), 3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(P=st.integers(1, 12), R=st.integers(2, 6), seed=st.integers(0, 2**32 - 1))
+def test_follower_lags_match_the_column_mask_on_random_states(P, R, seed):
+    """follower_lags (native and twin) gives, for every n, leader LEO − follower LEO of the
+    follower slots with a replica id and a known LEO on active rows below n, in row then slot
+    order (the numpy mask over the columns); a bad bound or a short output raises."""
+    cols = random_columns(np.random.default_rng(seed), P, R)
+    cols.replica_id[:, 1:][np.random.default_rng(seed + 1).random((P, R - 1)) < 0.2] = -1
+    kernels = [kernel_module(impl).ReplicaStateKernels(copy_columns(cols), R)
+               for impl in ("native", "twin")]
+    for n in range(P + 1):
+        ids, leo = cols.replica_id[:n, 1:], cols.leo[:n, 1:]
+        mask = (ids >= 0) & (leo >= 0) & (cols.active[:n, None] != 0)
+        want = (cols.leader_leo[:n, None] - leo)[mask]
+        for k in kernels:
+            out = np.full(P * R, -99, np.int64)
+            count = k.follower_lags(n, out)
+            assert count == len(want) and np.array_equal(out[:count], want)
+    for k in kernels:
+        with pytest.raises(ValueError):
+            k.follower_lags(P + 1, np.zeros((P + 1) * R, np.int64))
+        with pytest.raises(ValueError):
+            k.follower_lags(P, np.zeros(P * R - 1, np.int64))
+
+
+def test_table_follower_lags_are_what_the_leader_knows(table):
+    """A follower the leader has not heard from is left out; each fetch sets its lag."""
+    p = lead(table, replicas=(1, 2, 3), leo=10)
+    q = lead(table, replicas=(1, 3), isr=(1, 3), leo=4)
+    assert table.follower_lags().tolist() == []
+    fetch(table, p, 3, 6, T0)
+    fetch(table, q, 3, 4, T0)
+    assert table.follower_lags().tolist() == [4, 0]
+    fetch(table, p, 2, 9, T0)
+    assert table.follower_lags().tolist() == [1, 4, 0]
+    table.remove_partition(p)
+    assert table.follower_lags().tolist() == [0]
+    assert table.follower_lags().dtype == np.int64

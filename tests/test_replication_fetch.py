@@ -37,6 +37,31 @@ def _consumer_fetch(c: Cluster, tps=(TP,), offset: int = 0, *, max_bytes: int = 
     return c.rm(0).fetch_messages(req, **kw)
 
 
+def test_fetch_params_follow_the_request_values_and_are_reused() -> None:
+    """KafkaApis' FetchParams: max bytes capped by fetch.max.bytes, min bytes by max bytes,
+    isolation by who fetches. Requests with the same six values share one params object;
+    another value (another replica, epoch, wait, byte bound or isolation level) gets its own,
+    and the map of them stays bounded."""
+    c = Cluster(3)
+    rm = c.rm(0)
+    cap = rm.config.fetch_max_bytes
+    follower = FetchRequest(1, 500, 1, 2 * cap, (), replica_epoch=7)
+    params = rm.fetch_params(follower)
+    assert tuple(params)[:6] == (1, 7, 500, 1, cap, "log_end")
+    assert rm.fetch_params(FetchRequest(1, 500, 1, 2 * cap, (), replica_epoch=7)) is params
+    assert rm.fetch_params(FetchRequest(1, 500, 1, 2 * cap, (), replica_epoch=8)).replica_epoch == 8
+    assert rm.fetch_params(FetchRequest(2, 500, 1, 2 * cap, (), replica_epoch=7)).replica_id == 2
+    small = rm.fetch_params(FetchRequest(1, 500, 100, 10, (), replica_epoch=7))
+    assert (small.min_bytes, small.max_bytes) == (10, 10)  # min bytes capped by max bytes
+    consumer = rm.fetch_params(FetchRequest(-1, 0, 1, 100, ()))
+    committed = rm.fetch_params(FetchRequest(-1, 0, 1, 100, (), isolation_level=1))
+    assert (consumer.isolation, committed.isolation) == ("high_watermark", "txn_committed")
+    for wait in range(3000):  # far more distinct values than the map keeps
+        assert rm.fetch_params(FetchRequest(1, wait, 1, 100, ())).max_wait_ms == wait
+    assert len(rm._fetch_params) <= 1024
+    assert rm.fetch_params(follower) == params
+
+
 def test_consumers_read_to_hw_followers_to_leo() -> None:
     c = Cluster()
     c.create()

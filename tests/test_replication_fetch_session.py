@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from replication_harness import TP, Cluster
 
+from replica_core._fast.replica_state_py import SESSION_MARK
 from replica_core.errors import Errors
 from replica_core.replication import ReplicaConfig
 from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
@@ -391,6 +392,31 @@ def test_a_new_session_filled_at_once_equals_one_upsert_at_a_time():
     dup.fill(twice, [1, 2, 3], [4, 5, 6])
     assert list(dup.index.items()) == [(parts[0].tp, 0), (parts[1].tp, 1)]
     assert dup.fetch_offset[0] == 7 and dup.cached_hw[0] == 3 and dup.cached_log_start[0] == 6
+
+
+def test_session_cells_are_the_blocks_rows_through_growth():
+    """The memoryview cells a session's per-fetch paths write and read are its block's rows:
+    what upsert writes through them (past two growths of the 16-column block) is what the
+    block holds, a write to the block shows in them, and ``fill`` reaches them too."""
+    session = FetchSession(9, True, 2, 0, 1)
+    for k in range(40):
+        session.upsert(FetchPartition(TopicPartition("t", k), 100 + k, 1024,
+                                      log_start_offset=k, current_leader_epoch=k % 3))
+    assert session.columns.shape[1] == 64
+    assert session.fetch_offset_cells.tolist()[:40] == [100 + k for k in range(40)]
+    assert session.fetch_offset[:40].tolist() == [100 + k for k in range(40)]
+    assert session.log_start[:40].tolist() == list(range(40))
+    assert session.req_epoch[:40].tolist() == [k % 3 for k in range(40)]
+    session.cached_hw_cells[39] = 77
+    session.mark_cells[5] = 3
+    assert session.cached_hw[39] == 77 and session.columns[SESSION_MARK, 5] == 3
+    session.cached_log_start[7] = 12
+    session.out[0] = 31
+    assert session.cached_log_start_cells[7] == 12 and session.out_cells[0] == 31
+    filled = FetchSession(9, True, 2, 0, 1)
+    filled.fill([FetchPartition(TopicPartition("t", k), k, 1024) for k in range(20)],
+                [k + 1 for k in range(20)], [0] * 20)
+    assert filled.cached_hw_cells.tolist()[:20] == [k + 1 for k in range(20)]
 
 
 def test_session_rows_map_each_partition_to_the_followers_table_slot():

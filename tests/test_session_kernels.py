@@ -297,6 +297,39 @@ def test_bad_slot_raises_and_changes_nothing(impl):
     assert_same_columns(cols, before)
 
 
+def test_native_session_kernels_take_only_a_writable_contiguous_int64_block():
+    """The compiled session kernels read the block through numpy's C API: anything but a
+    writable C-contiguous 2-D int64 array is refused (ValueError; not an array: TypeError)
+    before anything is read or written."""
+    rng = np.random.default_rng(5)
+    cols = random_columns(rng, 3, 3)
+    before = copy_columns(cols)
+    native = kernel_module("native")
+    kern = native.ReplicaStateKernels(cols, 3)
+    good = block([0, 1], rows=[0, 1], slots=[1, 1], fetch_offsets=[0, 0])
+    read_only = good.copy()
+    read_only.flags.writeable = False
+    wide = np.zeros((good.shape[0], 4), np.int64)
+    wide[:, ::2] = good
+    calls = (lambda b: kern.session_fetch(b, 2, True, T0, 1),
+             lambda b: kern.session_pending(b, 2),
+             lambda b: kern.session_pending_marked(b, 2, 1),
+             lambda b: native.session_move_to_end(b, 2, 0))
+    for bad in (good.astype(np.int32), read_only, wide[:, ::2], good[None]):
+        kept = bad.copy()
+        for call in calls:
+            with pytest.raises(ValueError):
+                call(bad)
+        assert np.array_equal(bad, kept)
+    for call in calls:
+        with pytest.raises(TypeError):
+            call(good.tolist())
+        with pytest.raises(TypeError):
+            call(None)
+    assert_same_columns(cols, before)
+    assert kern.session_pending(good, 2) >= 0  # the same block, as it should be, is taken
+
+
 @settings(max_examples=100, deadline=None)
 @given(n=st.integers(1, 30), seed=st.integers(0, 2**32 - 1))
 def test_session_move_to_end_native_twin_and_reference_agree(n, seed):

@@ -188,3 +188,58 @@ def test_workload_batches_are_what_build_batch_makes_of_their_records(keys):
                                              for r in range(5)] if keys else None,
                                now_ms=c.loop.now)
         assert w._batch(pid, seq) == expected
+
+
+def test_the_same_bytes_are_sent_and_stored_whether_batches_come_stamped_or_not(monkeypatch):
+    """The workload hands an idempotent producer its batches unstamped (the producer stamps
+    every batch at its first send): the producer sends, and the brokers store, exactly the
+    bytes of a run where every batch was stamped first."""
+    from conftest import patch_method
+
+    from replica_core.sim.broker import ProduceRequest
+    from replica_core.sim.network import Network
+
+    def run(stamped_first: bool) -> tuple[list, list, dict]:
+        c = Cluster(3, config=FAST, seed=5)
+        c.create_topic("t", 4, 3)
+        sent: list[bytes] = []
+        real_request = Network.request
+
+        def request(src, dst, message, *args, **kwargs):
+            if isinstance(message, ProduceRequest):
+                sent.append(bytes(message.records))
+            real_request(c.network, src, dst, message, *args, **kwargs)
+
+        patch_method(monkeypatch, c.network, "request", request)
+        w = Workload(c, {"batches_per_second": 20.0, "records_per_batch": 3,
+                         "record_bytes": 40})
+        assert w.producer.idempotent
+        if stamped_first:  # the producer gets _batch's stamped bytes
+            real = Workload._unstamped_batch
+            inside: list[int] = []
+
+            def stamped(pid: int, seq: int) -> bytes | bytearray:
+                if inside:  # _batch's own call
+                    return real(w, pid, seq)
+                inside.append(1)
+                try:
+                    return w._batch(pid, seq)
+                finally:
+                    inside.pop()
+
+            patch_method(monkeypatch, w, "_unstamped_batch", stamped)
+        w.start(c.loop.now + 3000)
+        c.advance(5000)
+        assert w.producer.acked_batches > 100
+        assert c.checker.ledger.acked_batches == w.producer.acked_batches
+        logs = []
+        for b in sorted(c.brokers):
+            lm = c.brokers[b].lm
+            for tp in sorted(c.tps):
+                log = lm.get_log(tp.topic, tp.partition)
+                stored = [seg.read(seg.base_offset, 1 << 30) for seg in log.segments]
+                logs.append((b, tp, [bytes(r.records) for r in stored if r is not None]))
+        assert len(sent) >= w.producer.acked_batches
+        return sent, logs, c.checker.ledger.entries
+
+    assert run(False) == run(True)

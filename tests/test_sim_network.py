@@ -35,6 +35,27 @@ def test_request_response_timing():
     assert got == [(5, ("echo", "hi", 1))]
 
 
+def test_each_request_is_answered_once_by_its_answer_or_its_timeout():
+    """An answer before the timeout is the only one delivered (the timeout never fires); a
+    request unanswered by its timeout gets the timeout, and answers after it are dropped."""
+    loop = EventLoop(seed=3)
+    net = Network(loop, latency_ms=2, bandwidth_bytes_per_ms=1000)
+    held = []
+    net.register(2, lambda src, msg, respond: held.append(respond))  # answered by hand below
+    got = []
+    t0 = loop.now
+    net.request(1, 2, "a", 10, lambda r: got.append(("a", loop.now - t0, r)), timeout_ms=20)
+    net.request(1, 2, "b", 10, lambda r: got.append(("b", loop.now - t0, r)), timeout_ms=20)
+    loop.advance(5)  # both arrived after 2 ms
+    held[0]("ra", 10)  # back 2 ms later
+    loop.advance(30)
+    held[1]("rb", 10)  # after b's timeout
+    held[0]("again", 10)  # a second answer to a
+    loop.advance(30)
+    assert [(k, t, r if k == "a" else type(r)) for k, t, r in got] == [
+        ("a", 7, "ra"), ("b", 20, RequestTimeout)]
+
+
 def test_bandwidth_queues_back_to_back_messages():
     loop, net = make()
     arrivals = []

@@ -225,3 +225,21 @@ def test_random_segment_jitter():
     assert all(0 <= d < 300 for d in draws)  # bounded by min(jitter, segment.ms)
     assert len(set(draws)) > 50
     assert draws == [c.random_segment_jitter(random.Random(s)) for s in range(200)]
+
+
+@pytest.mark.parametrize("policy,compact,delete", [
+    ("delete", False, True), ("compact", True, False), ("compact,delete", True, True),
+])
+def test_cleanup_policy_flags_are_read_once_and_stay_out_of_equality(policy, compact, delete):
+    """``compact`` and ``delete`` follow the policy; once read they are kept on the config, which compares, hashes, copies and pickles by its
+    fields as before."""
+    import pickle
+
+    c = LogConfig.from_properties({"cleanup.policy": policy})
+    fresh = LogConfig.from_properties({"cleanup.policy": policy})
+    assert (c.compact, c.delete) == (compact, delete)
+    assert (c.compact, c.delete) == (compact, delete)  # the kept answers
+    assert c == fresh and hash(c) == hash(fresh)
+    assert pickle.loads(pickle.dumps(c)) == fresh
+    flipped = c.replace(cleanup_policy=("compact",) if delete else ("delete",))
+    assert (flipped.compact, flipped.delete) == (delete, not delete)

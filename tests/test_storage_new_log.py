@@ -11,12 +11,14 @@ names, lengths, bytes and durable bytes (what a power failure would leave) at ev
 from __future__ import annotations
 
 import os
+import random
 
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from replica_core.clock import ManualClock
+from replica_core.errors import KafkaStorageError
 from replica_core.records import build_batch
 from replica_core.storage.config import LogConfig
 from replica_core.storage.log import Log, _NewLogSegments
@@ -382,3 +384,114 @@ def test_a_new_logs_first_segment_is_what_the_constructor_builds():
     assert unset not in fields.values()  # every field set
     assert made.log_file.path == built.log_file.path == "/data/t-0/00000000000000000007.log"
     assert made.log_file.writable and made.size == 0
+
+
+# --- LogManager.create_logs: a LeaderAndIsr's new logs in one call ---------------------------------
+JITTERED = LogConfig.from_properties({"segment.index.bytes": 4096, "segment.jitter.ms": 1000})
+# new logs, one of them named twice; "j" draws a roll jitter (made by create_log itself),
+# "small" has a config of its own; t-1 has a log, t-2 a directory nobody loaded
+PARTS = [("t", 0), ("t", 1), ("j", 0), ("t", 2), ("t", 0), ("small", 0), ("t", 3), ("j", 1)]
+
+
+def _manager() -> LogManager:
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    lm = LogManager(["/d"], CFG, medium=medium, clock=ManualClock(T0), rng=random.Random(7),
+                    topic_configs={"j": JITTERED, "small": TINY_INDEX})
+    lm.startup()
+    lm.create_log("t", 1)
+    medium.create_dir_with_files("/d/t-2", (("00000000000000000000.log", 0),))
+    return lm
+
+
+def _slots(lg: Log) -> dict:
+    """Every field of ``lg``; the objects it holds by what they hold."""
+    out = {}
+    for name in Log.__slots__:
+        if name == "__weakref__":
+            continue
+        v = getattr(lg, name)  # an unset field raises here
+        if name == "_segments":
+            v = (type(v).__name__, [(s.base_offset, s.size, s.created, s.roll_jitter_ms)
+                                    for s in v])
+        elif name == "leader_epoch_cache":
+            v = (v.entries(), v._checkpoint.path if v._checkpoint is not None else None)
+        elif name == "jitter_source":
+            v = None if v is None else (v.seed, v.name)
+        elif name in ("medium", "clock", "high_watermark_changes", "_psm"):
+            v = type(v).__name__
+        out[name] = v
+    return out
+
+
+def test_create_logs_makes_what_create_log_makes_one_at_a_time(monkeypatch):
+    """The same request through ``create_log`` per partition and through ``create_logs``: the
+    same logs field by field (the segments built on first use, as the same objects), the same
+    placement, the same files and bytes on the medium — before and after a write, a crash and a
+    reload."""
+    one, many = _manager(), _manager()
+    for topic, partition in PARTS:
+        if one.get_log(topic, partition) is None:
+            one.create_log(topic, partition, log_dir="/d")
+    stepwise = []  # the logs create_logs left to create_log's own way
+    create = Log._create.__func__
+    monkeypatch.setattr(Log, "_create", classmethod(
+        lambda cls, dir, *a, **k: stepwise.append(dir) or create(cls, dir, *a, **k)))
+    many.create_logs(PARTS, log_dir="/d")
+    monkeypatch.undo()
+    assert stepwise == ["/d/j-0", "/d/j-1"]  # the jittered topic's; the rest in one step
+    assert list(many._logs) == list(one._logs)
+    assert many._log_dir_of == one._log_dir_of and many._dir_count == one._dir_count
+    assert many.medium._pending == one.medium._pending
+    assert type(many.get_log("t", 0)._segments) is _NewLogSegments  # made the short way
+    states = []
+    for lm in (one, many):
+        before = {tp: _slots(lg) for tp, lg in lm._logs.items()}  # (builds every segment)
+        for lg in lm._logs.values():
+            lg.append_as_leader(_batch(), leader_epoch=0)
+            lg.flush()
+        lm.checkpoint_high_watermarks()
+        lm.medium.crash("power")
+        again = LogManager(["/d"], CFG, medium=lm.medium, clock=lm.clock, rng=random.Random(7),
+                           topic_configs={"j": JITTERED, "small": TINY_INDEX})
+        again.startup()
+        states.append((before, _state(lm.medium),
+                       {tp: _log_state(lg) for tp, lg in again._logs.items()}))
+    assert states[0] == states[1]
+    assert states[0][0][("j", 0)]["_segments"][1][0][3] != 0  # the jittered topic drew
+
+
+def test_create_logs_keeps_existing_logs_and_refuses_failed_ones():
+    """A partition with a log keeps that very object; one whose log failed to load is refused
+    with create_log's error, after the partitions before it in the request were made."""
+    lm = _manager()
+    kept = lm.get_log("t", 1)
+    lm._failed[("t", 9)] = "failed to load"
+    with pytest.raises(KafkaStorageError, match="t-9 failed to load"):
+        lm.create_logs([("t", 1), ("t", 5), ("t", 9), ("t", 6)], log_dir="/d")
+    assert lm.get_log("t", 1) is kept
+    assert lm.get_log("t", 5) is not None and lm.get_log("t", 6) is None
+
+
+def test_create_logs_in_an_offline_or_unknown_dir_is_create_logs_error():
+    lm = _manager()
+    with pytest.raises(KafkaStorageError, match="offline or unknown"):
+        lm.create_logs([("t", 5)], log_dir="/elsewhere")
+    assert lm.get_log("t", 5) is None
+
+
+def test_create_logs_refuses_an_index_below_one_entry_as_create_log_does():
+    """``segment.index.bytes`` below one entry: the log is made step by step, and its index
+    refuses the size, in both ways (the partitions before it made)."""
+    errors = []
+    for way in ("one", "many"):
+        lm = _manager()
+        lm.topic_configs["tiny"] = CONFIGS["tiny_index_below_an_entry"]
+        with pytest.raises(ValueError, match="Invalid max index size") as e:
+            if way == "one":
+                for tp in [("t", 5), ("tiny", 0)]:
+                    lm.create_log(*tp, log_dir="/d")
+            else:
+                lm.create_logs([("t", 5), ("tiny", 0)], log_dir="/d")
+        errors.append((str(e.value), sorted(lm._logs), lm.medium.files()))
+    assert errors[0] == errors[1]

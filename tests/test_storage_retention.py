@@ -331,3 +331,68 @@ def test_cleanup_logs_passes_over_logs_never_written(tmp_path, clock):
     assert root not in lm.offline_dirs
     assert lm.cleanup_logs() == 0
     assert root in lm.offline_dirs  # a closed log fails its check: Kafka's I/O error path
+
+
+# --- a log of one segment: decided without the general walk ------------------------------------
+def _one_segment_log(tmp_path, clock, *, batches: int, hw_at_end: bool, ts: int,
+                     key: bytes | None = None, **props) -> Log:
+    """A log of one segment (segment.bytes far above what is written) holding ``batches``
+    single-record batches stamped ``ts`` (keyed with ``key``: a compacted log's), its HW at
+    the log end or one below."""
+    log = Log.open(str(tmp_path / "topic-0"),
+                   LogConfig.from_properties({"file.delete.delay.ms": 0, **props}),
+                   medium=FileMedium(), clock=clock)
+    _fill(log, batches, ts, key=key)
+    if batches:
+        log.update_high_watermark(log.log_end_offset if hw_at_end else log.log_end_offset - 1)
+    assert len(log.segments) == 1
+    return log
+
+
+@pytest.mark.parametrize("batches,hw_at_end,ts,props,deleted", [
+    # expired by time, HW at the end: the only segment goes (rolled first)
+    (3, True, 10, {"retention.ms": 10_000}, 1),
+    # expired, but the HW is below the log end: the segment's upper bound is not reached
+    (3, False, 10, {"retention.ms": 10_000}, 0),
+    # not expired yet
+    (3, True, T0 - 5_000, {"retention.ms": 10_000}, 0),
+    # unlimited time retention
+    (3, True, 10, {"retention.ms": -1}, 0),
+    # empty: an empty last segment is never deletable
+    (0, True, 10, {"retention.ms": 10_000}, 0),
+    # compact only: neither size nor time rules apply
+    (3, True, 10, {"retention.ms": 10_000, "cleanup.policy": "compact"}, 0),
+    # size rule: the log is larger than retention.bytes, but the segment does not fit the excess
+    (3, True, T0, {"retention.bytes": ONE}, 0),
+    # size rule with retention.bytes 0: the whole segment is excess
+    (3, True, T0, {"retention.bytes": 0}, 1),
+])
+def test_one_segment_log_retention(tmp_path, clock, batches, hw_at_end, ts, props, deleted):
+    """The log-start rule never deletes a log's only segment (it needs a next segment); the
+    size and time rules take it only with the HW at the log end and bytes in it. The answer
+    and what is left on disk are the rules' (stated in each case)."""
+    log = _one_segment_log(tmp_path, clock, batches=batches, hw_at_end=hw_at_end, ts=ts,
+                           key=b"k" if "cleanup.policy" in props else None, **props)
+    end = log.log_end_offset
+    assert log.delete_old_segments() == deleted
+    assert _segment_bases(tmp_path) == ([end] if deleted else [0])
+    assert log.log_start_offset == (end if deleted else 0)
+
+
+def test_one_segment_log_answers_what_the_general_walk_answers(tmp_path, clock):
+    """The same one-segment logs through the rules applied one by one, as the general path
+    applies them (retention.deletable_segments with each rule's predicate): the same count."""
+    from replica_core.storage import retention
+
+    cases = [(3, True, 10), (3, False, 10), (3, True, T0 - 5_000), (0, True, 10)]
+    for k, (batches, hw_at_end, ts) in enumerate(cases):
+        sub = tmp_path / str(k)
+        sub.mkdir()
+        log = _one_segment_log(sub, clock, batches=batches, hw_at_end=hw_at_end, ts=ts,
+                               **{"retention.ms": 10_000})
+        segs = list(log.segments)
+        walked = sum(len(retention.deletable_segments(segs, log.log_end_offset,
+                                                      log.high_watermark, rule))
+                     for rule in (retention.log_start_offset_breached(log.log_start_offset),
+                                  retention.retention_ms_breached(clock.milliseconds(), 10_000)))
+        assert log.delete_old_segments() == walked

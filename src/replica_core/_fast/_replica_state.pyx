@@ -11,9 +11,12 @@ Layout: per-partition columns have length P; per-(partition, slot) columns are C
 leader; follower slots are ``1 .. n_replicas[p] - 1``; padding slots have every flag 0.
 """
 cimport cython
+cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
+
+cnp.import_array()
 
 cdef enum:
     ST_COMMITTED = 0
@@ -240,15 +243,14 @@ cdef object _flat(object a):
     return a.reshape(-1)
 
 
-cpdef Py_ssize_t session_move_to_end(int64_t[:, ::1] session, Py_ssize_t n,
+cpdef Py_ssize_t session_move_to_end(cnp.ndarray session, Py_ssize_t n,
                                      int64_t j) except -1:
     """Move column ``j`` to the end of the first ``n`` entries of the session order (closing
     its gap); its former position. ValueError if ``j`` is not among them."""
     cdef Py_ssize_t k, pos = -1
-    if session.shape[0] < SESSION_COLUMNS or n < 0 or n > session.shape[1]:
-        raise ValueError(f"{n} session entries do not fit a block of shape "
-                         f"({session.shape[0]}, {session.shape[1]})")
-    cdef int64_t* order = &session[S_ORDER, 0] if n else NULL
+    cdef int64_t* base
+    _session_block(session, n, &base)
+    cdef int64_t* order = base + S_ORDER * cnp.PyArray_DIM(session, 1)
     with nogil:
         for k in range(n):
             if order[k] == j:
@@ -263,13 +265,25 @@ cpdef Py_ssize_t session_move_to_end(int64_t[:, ::1] session, Py_ssize_t n,
     return pos
 
 
-cdef Py_ssize_t _check_block(const int64_t[:, ::1] session, Py_ssize_t n) except -1:
-    """A session block has every row and room for ``n`` columns; its column count."""
-    if session.shape[0] < SESSION_COLUMNS:
-        raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not {session.shape[0]}")
-    cdef Py_ssize_t cap = session.shape[1]
+cdef Py_ssize_t _session_block(cnp.ndarray session, Py_ssize_t n, int64_t** base) except -1:
+    """A session block is a writable C-contiguous 2-D int64 array with every row and room for
+    ``n`` columns: its column count, its first element in ``base``. Read through numpy's C
+    API: a typed memoryview argument costs a buffer export and a format check per call, on a
+    path taken several times per fetch."""
+    if session is None:
+        raise TypeError("a session block is a numpy array, not None")
+    if (cnp.PyArray_TYPE(session) != cnp.NPY_INT64 or cnp.PyArray_NDIM(session) != 2
+            or not cnp.PyArray_IS_C_CONTIGUOUS(session)):
+        raise ValueError("a session block is a C-contiguous 2-D int64 array")
+    if not cnp.PyArray_ISWRITEABLE(session):
+        raise ValueError("the session block is read-only")
+    if cnp.PyArray_DIM(session, 0) < SESSION_COLUMNS:
+        raise ValueError(f"a session block has {SESSION_COLUMNS} rows, not "
+                         f"{cnp.PyArray_DIM(session, 0)}")
+    cdef Py_ssize_t cap = cnp.PyArray_DIM(session, 1)
     if n < 0 or n > cap:
         raise ValueError(f"{n} session entries in a block of {cap} columns")
+    base[0] = <int64_t*>cnp.PyArray_DATA(session)
     return cap
 
 
@@ -410,17 +424,18 @@ cdef class ReplicaStateKernels:
         return changed
 
     # ---- a fetch session on the leader (KIP-227 incremental fetch + §6.2) ---------------------
-    cdef int _check_session(self, const int64_t[:, ::1] session, Py_ssize_t n,
-                            bint with_slots) except -1:
-        """The session block has every column, ``n`` fits it, every ``order[k]`` (k < n) is a
-        column index, every led row a partition and, ``with_slots``, a follower slot of it."""
+    cdef Py_ssize_t _check_session(self, cnp.ndarray session, Py_ssize_t n, bint with_slots,
+                                   int64_t** base) except -1:
+        """The session block is one (:func:`_session_block`: its column count, its first
+        element in ``base``), every ``order[k]`` (k < n) is a column index, every led row a
+        partition and, ``with_slots``, a follower slot of it."""
         cdef Py_ssize_t k, j, bad = -1, bad_order = -1, P = self.num_partitions
         cdef int64_t p, r
         cdef Cols c = self.c
-        cdef Py_ssize_t cap = _check_block(session, n)
-        cdef const int64_t* order = &session[S_ORDER, 0] if cap else NULL
-        cdef const int64_t* rows = &session[S_ROWS, 0] if cap else NULL
-        cdef const int64_t* slots = &session[S_SLOTS, 0] if cap else NULL
+        cdef Py_ssize_t cap = _session_block(session, n, base)
+        cdef const int64_t* order = base[0] + S_ORDER * cap
+        cdef const int64_t* rows = base[0] + S_ROWS * cap
+        cdef const int64_t* slots = base[0] + S_SLOTS * cap
         with nogil:
             for k in range(n):
                 j = order[k]
@@ -444,9 +459,9 @@ cdef class ReplicaStateKernels:
             if with_slots:
                 raise IndexError(f"no follower slot ({rows[bad]}, {slots[bad]})")
             raise IndexError(f"no partition {rows[bad]}")
-        return 0
+        return cap
 
-    cpdef Py_ssize_t session_fetch(self, int64_t[:, ::1] session, Py_ssize_t n,
+    cpdef Py_ssize_t session_fetch(self, cnp.ndarray session, Py_ssize_t n,
                                    bint apply_quiet, int64_t fetch_time_ms,
                                    int64_t broker_epoch) except -1:
         """A follower's session fetch on the leader over the session's block (rows as
@@ -458,18 +473,19 @@ cdef class ReplicaStateKernels:
         cdef Py_ssize_t k, j, m = 0, i
         cdef int64_t p, f
         cdef Cols c = self.c
-        self._check_session(session, n, True)
+        cdef int64_t* base
+        cdef Py_ssize_t cap = self._check_session(session, n, True, &base)
         if n == 0:
             return 0
-        cdef const int64_t* order = &session[S_ORDER, 0]
-        cdef const int64_t* rows = &session[S_ROWS, 0]
-        cdef const int64_t* slots = &session[S_SLOTS, 0]
-        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
-        cdef const int64_t* log_starts = &session[S_LOG_START, 0]
-        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
-        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
-        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
-        cdef int64_t* out = &session[S_OUT, 0]
+        cdef const int64_t* order = base + S_ORDER * cap
+        cdef const int64_t* rows = base + S_ROWS * cap
+        cdef const int64_t* slots = base + S_SLOTS * cap
+        cdef const int64_t* fetch_offsets = base + S_FETCH_OFFSET * cap
+        cdef const int64_t* log_starts = base + S_LOG_START * cap
+        cdef const int64_t* sent_hw = base + S_SENT_HW * cap
+        cdef const int64_t* sent_log_start = base + S_SENT_LOG_START * cap
+        cdef const int64_t* req_epochs = base + S_REQ_EPOCH * cap
+        cdef int64_t* out = base + S_OUT * cap
         with nogil:
             for k in range(n):
                 j = order[k]
@@ -489,7 +505,7 @@ cdef class ReplicaStateKernels:
                     _fetch(c, i, f, log_starts[j], fetch_time_ms, c.leader_leo[p], broker_epoch)
         return m
 
-    cpdef Py_ssize_t session_pending(self, int64_t[:, ::1] session, Py_ssize_t n) except -1:
+    cpdef Py_ssize_t session_pending(self, cnp.ndarray session, Py_ssize_t n) except -1:
         """A parked session fetch: the columns ``order[k]`` (``k < n``) with something to send
         now, written in order to the ``out`` row; their count — led here with new records, a
         new HW, log start or epoch, or fetched but no longer led here (``rows[j] < 0``,
@@ -497,16 +513,17 @@ cdef class ReplicaStateKernels:
         cdef Py_ssize_t k, j, m = 0
         cdef int64_t p, f
         cdef Cols c = self.c
-        self._check_session(session, n, False)
+        cdef int64_t* base
+        cdef Py_ssize_t cap = self._check_session(session, n, False, &base)
         if n == 0:
             return 0
-        cdef const int64_t* order = &session[S_ORDER, 0]
-        cdef const int64_t* rows = &session[S_ROWS, 0]
-        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
-        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
-        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
-        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
-        cdef int64_t* out = &session[S_OUT, 0]
+        cdef const int64_t* order = base + S_ORDER * cap
+        cdef const int64_t* rows = base + S_ROWS * cap
+        cdef const int64_t* fetch_offsets = base + S_FETCH_OFFSET * cap
+        cdef const int64_t* sent_hw = base + S_SENT_HW * cap
+        cdef const int64_t* sent_log_start = base + S_SENT_LOG_START * cap
+        cdef const int64_t* req_epochs = base + S_REQ_EPOCH * cap
+        cdef int64_t* out = base + S_OUT * cap
         with nogil:
             for k in range(n):
                 j = order[k]
@@ -517,7 +534,7 @@ cdef class ReplicaStateKernels:
                     m += 1
         return m
 
-    cpdef Py_ssize_t session_pending_marked(self, int64_t[:, ::1] session, Py_ssize_t n,
+    cpdef Py_ssize_t session_pending_marked(self, cnp.ndarray session, Py_ssize_t n,
                                             int64_t stamp) except -1:
         """``session_pending`` over the columns marked ``stamp`` only (``mark[j] == stamp``):
         the marked columns ``order[k]`` (``k < n``) with something to send now, written in
@@ -527,17 +544,18 @@ cdef class ReplicaStateKernels:
         cdef Py_ssize_t P = self.num_partitions
         cdef int64_t p, f
         cdef Cols c = self.c
-        cap = _check_block(session, n)
+        cdef int64_t* base
+        cap = _session_block(session, n, &base)
         if n == 0:
             return 0
-        cdef const int64_t* order = &session[S_ORDER, 0]
-        cdef const int64_t* rows = &session[S_ROWS, 0]
-        cdef const int64_t* fetch_offsets = &session[S_FETCH_OFFSET, 0]
-        cdef const int64_t* sent_hw = &session[S_SENT_HW, 0]
-        cdef const int64_t* sent_log_start = &session[S_SENT_LOG_START, 0]
-        cdef const int64_t* req_epochs = &session[S_REQ_EPOCH, 0]
-        cdef const int64_t* mark = &session[S_MARK, 0]
-        cdef int64_t* out = &session[S_OUT, 0]
+        cdef const int64_t* order = base + S_ORDER * cap
+        cdef const int64_t* rows = base + S_ROWS * cap
+        cdef const int64_t* fetch_offsets = base + S_FETCH_OFFSET * cap
+        cdef const int64_t* sent_hw = base + S_SENT_HW * cap
+        cdef const int64_t* sent_log_start = base + S_SENT_LOG_START * cap
+        cdef const int64_t* req_epochs = base + S_REQ_EPOCH * cap
+        cdef const int64_t* mark = base + S_MARK * cap
+        cdef int64_t* out = base + S_OUT * cap
         with nogil:
             # the marked columns in session order (checked), then the rule over them
             for k in range(n):
@@ -726,6 +744,29 @@ cdef class ReplicaStateKernels:
                         i = p * c.R + r
                         if _expand(c, p, i):
                             om[i] = 1
+                            count += 1
+        return count
+
+    # ---- follower lags (a sampled gauge) ------------------------------------------------------
+    cpdef Py_ssize_t follower_lags(self, Py_ssize_t n, int64_t[::1] out) except -1:
+        """Leader LEO − follower LEO of every follower slot (1 .. R − 1) holding a replica id
+        and a known LEO, over the active rows of [0, ``n``), in row then slot order, into
+        ``out`` (at least n * R long); returns how many."""
+        cdef Py_ssize_t p, r, i, count = 0
+        cdef Cols c = self.c
+        self._check_bound(n)
+        if out.shape[0] < n * c.R:
+            raise ValueError("output array too short")
+        if n == 0:
+            return 0
+        cdef int64_t* o = &out[0]
+        with nogil:
+            for p in range(n):
+                if c.active[p]:
+                    for r in range(1, c.R):
+                        i = p * c.R + r
+                        if c.rid[i] >= 0 and c.leo[i] >= 0:
+                            o[count] = c.leader_leo[p] - c.leo[i]
                             count += 1
         return count
 

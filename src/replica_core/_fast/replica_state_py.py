@@ -487,6 +487,26 @@ class ReplicaStateKernels:
                         count += 1
         return count
 
+    # ---- follower lags (a sampled gauge) ------------------------------------------------------
+    def follower_lags(self, n: int, out: Any) -> int:
+        """Leader LEO − follower LEO of every follower slot (1 .. R − 1) holding a replica id
+        and a known LEO, over the active rows of [0, ``n``), in row then slot order, into
+        ``out`` (at least n * R long); returns how many."""
+        self._check_bound(n)
+        R = self.max_replicas
+        if len(out) < n * R:
+            raise ValueError("output array too short")
+        count = 0
+        for p in range(n):
+            if not self.active[p]:
+                continue
+            for r in range(1, R):
+                i = p * R + r
+                if self.replica_id[i] >= 0 and self.leo[i] >= 0:
+                    out[count] = int(self.leader_leo[p]) - int(self.leo[i])
+                    count += 1
+        return count
+
     # ---- §6.1 makeLeader over the partitions of one LeaderAndIsr -----------------------------
     def check_lead(self, rows: Any, reps: Any, rep_off: Any, isr: Any, isr_off: Any,
                    min_isrs: Any, leos: Any, hws: Any, me: int) -> int:

@@ -267,7 +267,7 @@ class DelayedSessionFetch(DelayedFetch):
         self.session_epoch = context.expected_epoch
         self.leadership_gen = manager._leadership_gen
         self.log_start_gen = manager._log_start_gen
-        mark = session.mark
+        mark = session.mark_cells
         index = session.index
         # what the first check (at park, straight after the reads) counts: not the reads that
         # stopped at the log end on the fast path, each 0 bytes and no completion while the
@@ -301,11 +301,15 @@ class DelayedSessionFetch(DelayedFetch):
         """Re-check after ``tp`` changed (an append, a HW or leadership change)."""
         if self._completed:
             return False
-        session = self.session
-        i = session.index.get(tp)
+        i = self.session.index.get(tp)
         if i is None:
             return False
-        session.mark[i] = self.stamp  # it may have news now
+        return self.changed_at(tp, i)
+
+    def changed_at(self, tp: TopicPartition, i: int) -> bool:
+        """:meth:`try_complete_after` for ``tp``, found in session column ``i``, while this
+        fetch is not completed (for a caller that has looked the column up already)."""
+        self.session.mark_cells[i] = self.stamp  # it may have news now
         if self._recount(tp, i) or self.accumulated >= self.params.min_bytes:
             return self.force_complete()
         return False
@@ -363,7 +367,8 @@ class DelayedSessionFetch(DelayedFetch):
                 return _COMPLETE
         last_fetched = info.last_fetched_epoch
         if last_fetched >= 0:
-            if last_fetched == log.latest_epoch and log.log_end_offset >= info.fetch_offset:
+            leo, _, _, latest = log.end_state()
+            if last_fetched == latest and leo >= info.fetch_offset:
                 return got  # the latest epoch ends at the LEO: Case H cannot hold
             epoch_end = partition.last_offset_for_leader_epoch(
                 epoch, last_fetched, fetch_only_from_leader=False)
@@ -396,8 +401,9 @@ def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:
     """Case G's bytes between a fetch position and the end position in one segment, capped
     at ``max_bytes``; 0 when either is known only as an offset (KAFKA-16452); ``_COMPLETE``
     when the start is on an older segment than the end (Case F: lagging, or just rolled)."""
-    if _offset_only(start) or _offset_only(end):
-        return 0
+    if (start.segment_base_offset < 0 or start.relative_position_in_segment < 0
+            or end.segment_base_offset < 0 or end.relative_position_in_segment < 0):
+        return 0  # either known only as an offset
     if start.segment_base_offset < end.segment_base_offset:
         return _COMPLETE
     if start.segment_base_offset == end.segment_base_offset:
@@ -405,6 +411,3 @@ def _available_bytes(start: Any, end: Any, max_bytes: int) -> int:
                    max_bytes)
     return 0
 
-
-def _offset_only(meta: Any) -> bool:
-    return meta.segment_base_offset < 0 or meta.relative_position_in_segment < 0

@@ -87,6 +87,14 @@ _COLUMNS = (("_order", SESSION_ORDER, 0), ("rows", SESSION_ROWS, -1),
             ("req_epoch", SESSION_REQ_EPOCH, -1), ("out", SESSION_OUT, 0),
             ("mark", SESSION_MARK, 0))
 
+# The columns Python reads or writes one element at a time on the per-fetch paths, also held as
+# memoryviews of the same rows: an element of a memoryview is a plain int each way, where a
+# numpy element read builds a numpy scalar (the kernels keep taking the block).
+_CELLS = (("fetch_offset_cells", SESSION_FETCH_OFFSET), ("log_start_cells", SESSION_LOG_START),
+          ("cached_hw_cells", SESSION_SENT_HW), ("cached_log_start_cells", SESSION_SENT_LOG_START),
+          ("req_epoch_cells", SESSION_REQ_EPOCH), ("out_cells", SESSION_OUT),
+          ("mark_cells", SESSION_MARK))
+
 
 class FetchSession:
     """One cached session (Kafka's ``FetchSession`` with its ``CachedPartition`` s as columns).
@@ -129,6 +137,14 @@ class FetchSession:
     cached_log_start: np.ndarray
     rows: np.ndarray
     slots: np.ndarray
+    # the same rows as memoryviews, for element access from Python (see ``_CELLS``)
+    fetch_offset_cells: memoryview
+    log_start_cells: memoryview
+    cached_hw_cells: memoryview
+    cached_log_start_cells: memoryview
+    req_epoch_cells: memoryview
+    out_cells: memoryview
+    mark_cells: memoryview
 
     def __len__(self) -> int:
         return len(self.index)
@@ -148,6 +164,8 @@ class FetchSession:
         self.columns = block
         for name, row, _ in _COLUMNS:
             setattr(self, name, block[row])
+        for name, row in _CELLS:
+            setattr(self, name, memoryview(block[row]))
 
     def _grow(self) -> None:
         self._allocate(2 * self.columns.shape[1], self.columns)
@@ -174,9 +192,9 @@ class FetchSession:
             self.slots[i] = -1
             self.gen = -1  # a new partition needs its row
         self.parts[i] = fp
-        self.fetch_offset[i] = fp.fetch_offset
-        self.req_epoch[i] = fp.current_leader_epoch
-        self.log_start[i] = fp.log_start_offset
+        self.fetch_offset_cells[i] = fp.fetch_offset
+        self.req_epoch_cells[i] = fp.current_leader_epoch
+        self.log_start_cells[i] = fp.log_start_offset
         return i
 
     def fill(self, parts: Sequence[FetchPartition], hws: Sequence[int],
@@ -372,8 +390,8 @@ class IncrementalFetchContext:
         if not results:  # nothing read (an idle long poll expiring): the empty response
             return FetchResponse(_NO_ERROR, (), session_id=session.id)
         index = session.index
-        cached_hw = session.cached_hw
-        cached_log_start = session.cached_log_start
+        cached_hw = session.cached_hw_cells
+        cached_log_start = session.cached_log_start_cells
         kept = []
         for r in results:
             tp = r.tp
@@ -386,11 +404,11 @@ class IncrementalFetchContext:
             sent = r.size > 0
             must = sent or r.diverging_epoch is not None
             hw = r.high_watermark
-            if cached_hw.item(i) != hw:
+            if cached_hw[i] != hw:
                 must = True
                 cached_hw[i] = hw
             log_start = r.log_start_offset
-            if cached_log_start.item(i) != log_start:
+            if cached_log_start[i] != log_start:
                 must = True
                 cached_log_start[i] = log_start
             if r.error != _NO_ERROR:

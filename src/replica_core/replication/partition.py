@@ -163,7 +163,7 @@ class Partition:
     @property
     def high_watermark(self) -> int:
         if self.row >= 0:
-            return int(self.table.hw[self.row])
+            return self.table.hw.item(self.row)  # a plain int, without a numpy scalar
         return int(self.log.high_watermark) if self.log is not None else -1
 
     @property

@@ -234,6 +234,7 @@ class ReplicaManager:
                  "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
                  "controller_epoch", "metadata_cache", "table", "_partition_context",
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
+                 "_fetch_params",
                  "_shared_reads", "_leadership_gen", "_log_start_gen", "_partitions", "_by_row", "_unsent", "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
                  "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
@@ -281,6 +282,8 @@ class ReplicaManager:
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, rng=session_id_rng))
         self._parked_sessions: dict[int, DelayedSessionFetch] = {}
+        self._fetch_params: dict[tuple[Any, ...], FetchParams] = {}
+        """The params made for each set of request values (see :meth:`fetch_params`)."""
         self._shared_reads: dict[tuple[Any, ...], tuple[Any, Any, LogReadResult]] | None = None
         """While one change completes the parked session fetches watching a partition: the
         purgatory reads made so far (with the log end position and log they were made at), for
@@ -335,12 +338,16 @@ class ReplicaManager:
         """(leader epoch, HW, LEO) of ``tp`` when it is led here with a local log, else None:
         what a check of a leader's HW against its LEO reads, in one lookup."""
         p = self._partitions.get(tp)  # type: ignore[arg-type]
-        if p is None or not p.is_leader:
+        # Partition.is_leader, then Partition.high_watermark for a leader's row, in line:
+        # the invariant checker asks this for every partition of every fetch answer
+        if p is None or p.leader_id != p.broker_id:
             return None
         log = p.log
         if log is None:
             return None
-        return p.leader_epoch, p.high_watermark, log.log_end_offset
+        row = p.row
+        return (p.leader_epoch, p.table.hw.item(row) if row >= 0 else int(log.high_watermark),
+                log.log_end_offset)
 
     def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
         p = self._partitions.get(tp)  # type: ignore[arg-type]
@@ -573,29 +580,31 @@ class ReplicaManager:
         if acks not in (-1, 0, 1):
             return {tp: ProducePartitionResponse(Errors.INVALID_REQUIRED_ACKS) for tp in entries}
         results: dict[TopicPartition, ProducePartitionResponse] = {}
-        required: list[int] = []  # per partition, in request order
+        # acks=-1: each partition's ProducePartitionStatus (the offset its HW must pass), made
+        # as the partition is answered
+        status: dict[TopicPartition, ProducePartitionStatus] | None = \
+            {} if acks == ACKS_ALL else None
         client = origin == "client"
         ok = False  # at least one partition appended
         for tp, records in entries.items():
             # ProduceRequest.validateRecords: not exactly one whole v2 batch never reaches the log
             bad = produce_records_error(records) if client else None
             if bad is not None:
-                results[tp] = ProducePartitionResponse(bad.code)
-                required.append(0)
-                continue
-            response, offset = self._append_to_local_log(tp, records, acks, origin)
-            results[tp] = response
-            required.append(offset)
-            if response.error_code == _NO_ERROR:
-                ok = True
-        if not (acks == ACKS_ALL and ok):
+                response = results[tp] = ProducePartitionResponse(bad.code)
+                offset = 0
+            else:
+                response, offset = self._append_to_local_log(tp, records, acks, origin)
+                results[tp] = response
+                if response.error_code == _NO_ERROR:
+                    ok = True
+            if status is not None:
+                status[tp] = ProducePartitionStatus(offset, response)
+        if status is None or not ok:
             return results
-        status = {tp: ProducePartitionStatus(offset, response)
-                  for (tp, response), offset in zip(results.items(), required, strict=True)}
         # no callback while first checked: complete at once, the responses are returned here
         op = DelayedProduce(timeout_ms, status, self, None)
         # try_complete changes nothing but the op's own status: no second check after watching
-        self.produce_purgatory.try_complete_else_watch(op, list(entries), recheck=False)
+        self.produce_purgatory.try_complete_else_watch(op, entries, recheck=False)
         if op.responses is not None:
             return op.responses
         op.deliver = callback  # parked: its completion answers through the callback
@@ -715,8 +724,8 @@ class ReplicaManager:
                  and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
         m = self.table.kernels.session_fetch(session.columns, len(session.index), not stale, now,
                                              params.replica_epoch)
-        parts = session.parts
-        return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
+        picked = session.out_cells[:m].tolist()  # column slots, as plain ints
+        return list(map(session.parts.__getitem__, picked))  # type: ignore[arg-type]
 
     def _session_pending_reads(self, op: DelayedSessionFetch) -> list[FetchPartition]:
         """A parked session fetch completing: the partitions with something to send now, in
@@ -738,8 +747,8 @@ class ReplicaManager:
             m = self.table.kernels.session_pending(session.columns, len(session.index))
         if not m:
             return []
-        parts = session.parts
-        return [parts[i] for i in session.out[:m].tolist()]  # type: ignore[misc]
+        picked = session.out_cells[:m].tolist()
+        return list(map(session.parts.__getitem__, picked))  # type: ignore[arg-type]
 
     def _row_and_slot(self, tp: TopicPartition, replica_id: int) -> tuple[int, int]:
         """(state-table row, replica slot) of a partition led here with ``replica_id`` among
@@ -770,8 +779,9 @@ class ReplicaManager:
                 self._shared_reads = {}
             try:
                 for op in list(parked.values()):
-                    if tp in op.session.index:
-                        op.try_complete_after(tp)
+                    i = op.session.index.get(tp)
+                    if i is not None and not op._completed:
+                        op.changed_at(tp, i)
             finally:
                 if outer is None:
                     self._shared_reads = None
@@ -793,7 +803,17 @@ class ReplicaManager:
 
     def fetch_params(self, request: FetchRequest) -> FetchParams:
         """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
-        min bytes by max bytes, isolation by who fetches."""
+        min bytes by max bytes, isolation by who fetches.
+
+        They depend on six values of the request only, which a fetcher repeats on every
+        fetch: the (immutable) params made for a set of values are kept and handed out again
+        (at most 1,024 sets; the map starts afresh when full)."""
+        key = (request.replica_id, request.replica_epoch, request.max_wait_ms,
+               request.min_bytes, request.max_bytes, request.isolation_level)
+        made = self._fetch_params
+        params = made.get(key)
+        if params is not None:
+            return params
         max_bytes = min(int(request.max_bytes), self.config.fetch_max_bytes)
         if request.replica_id >= 0:
             isolation = ISOLATION_LOG_END
@@ -801,9 +821,13 @@ class ReplicaManager:
             isolation = ISOLATION_TXN_COMMITTED
         else:
             isolation = ISOLATION_HIGH_WATERMARK
-        return FetchParams(int(request.replica_id), int(request.replica_epoch),
-                           int(request.max_wait_ms), min(int(request.min_bytes), max_bytes),
-                           max_bytes, isolation)
+        params = FetchParams(int(request.replica_id), int(request.replica_epoch),
+                             int(request.max_wait_ms), min(int(request.min_bytes), max_bytes),
+                             max_bytes, isolation)
+        if len(made) >= 1024:
+            made.clear()
+        made[key] = params
+        return params
 
     def _read_from_log(self, params: FetchParams, parts: Sequence[FetchPartition], *,
                        read_from_purgatory: bool, distinct: bool = False) -> list[LogReadResult]:
@@ -851,7 +875,7 @@ class ReplicaManager:
                                              else Errors.UNKNOWN_LEADER_EPOCH))
                 continue
             log = partition.log
-            if log is None or (fetch_only_leader and not partition.is_leader):
+            if log is None or (fetch_only_leader and partition.leader_id != partition.broker_id):
                 results.append(LogReadResult(tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             fetch_offset = info.fetch_offset
@@ -859,13 +883,12 @@ class ReplicaManager:
                 slot = partition.follower_slot_or_raise(replica_id, epoch) if follower else -1
                 if stale_epoch:
                     raise KafkaError("stale fetch from a previous broker incarnation")
-                leo = log.log_end_offset
+                # Partition.readRecords' offsets, captured before the read (§3.5), with the
+                # latest epoch the fast path below compares
+                leo, hw, log_start, latest = log.end_state()
                 last_fetched = info.last_fetched_epoch
                 if to_log_end and (last_fetched < 0 or (fetch_offset <= leo
-                                                        and last_fetched == log.latest_epoch)):
-                    # Partition.readRecords' offsets, captured before the read (§3.5)
-                    hw = log.high_watermark
-                    log_start = log.log_start_offset
+                                                        and last_fetched == latest)):
                     if fetch_offset == leo:
                         res = LogEndReadResult(tp, log.log_end_offset_metadata, hw, log_start,
                                                leo)
@@ -909,7 +932,7 @@ class ReplicaManager:
             size = res.size
             if size > 0:
                 min_one_message = False
-            limit = max(0, limit - size)
+            limit = limit - size if limit > size else 0
             if update and diverging is None:
                 updates.append((partition, slot, fetch_offset, info.log_start_offset, leo))
         if update and updates:

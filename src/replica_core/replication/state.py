@@ -591,6 +591,14 @@ class ReplicaStateTable:
         self.kernels.expand_candidates_all(self.scan_bound, self._mask)
         return self._pairs()
 
+    def follower_lags(self) -> npt.NDArray[np.int64]:
+        """Every assigned follower's lag behind its leader, in records (leader LEO − follower
+        LEO, as the leader sees them), over the active rows in row then slot order; a follower
+        whose LEO the leader does not know yet is left out. One kernel pass."""
+        n = self.scan_bound
+        out = np.empty(n * self.max_replicas, dtype=np.int64)
+        return out[:self.kernels.follower_lags(n, out)]
+
     def _pairs(self) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
         flat = np.flatnonzero(self._mask[: self.scan_bound * self.max_replicas])
         return flat // self.max_replicas, flat % self.max_replicas

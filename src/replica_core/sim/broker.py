@@ -726,10 +726,9 @@ class SimBroker:
                     and (lg := lm.get_log(s.topic, s.partition)) is not None}
         me = self.broker_id
         log_dir = self.log_dir
-        for s in req.partition_states:
-            if me in s.replicas and lm.get_log(s.topic, s.partition) is None:
-                # naming the log dir skips LogManager's per-call count of logs per dir
-                lm.create_log(s.topic, s.partition, log_dir=log_dir)
+        # naming the log dir skips LogManager's per-call count of logs per dir
+        lm.create_logs([(s.topic, s.partition) for s in req.partition_states if me in s.replicas],
+                       log_dir=log_dir)
         response = rm.become_leader_or_follower(req)
         self.fetcher_manager.shutdown_idle_fetcher_threads()
         errors = response.partition_errors

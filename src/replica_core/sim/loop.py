@@ -126,12 +126,21 @@ class EventLoop:
         """:meth:`call_later` for a timer of a delay many timers share and most cancel (request
         timeouts): it waits in that delay's lane, behind the lane's earlier timers, and runs
         exactly where :meth:`call_later` would have run it."""
+        timer = Timer(0)
+        self.start_fifo_timer(timer, delay_ms, fn, *args)
+        return timer
+
+    def start_fifo_timer(self, timer: Timer, delay_ms: int, fn: Callable[..., Any],
+                         *args: Any) -> None:
+        """:meth:`call_later_fifo` with a timer the caller made: an object that is its own
+        timer (a :class:`Timer` subclass, as a network request in flight) costs no second
+        object. ``timer`` must not be scheduled already; its ``at_ms`` is set here."""
         if delay_ms.__class__ is not int:
             delay_ms = int(delay_ms)
         if delay_ms < 0:
             delay_ms = 0
         at_ms = self.clock._now + delay_ms  # noqa: SLF001
-        timer = Timer(at_ms)
+        timer.at_ms = at_ms
         seq = self._seq
         self._seq = seq + 1
         lane = self._lanes.get(delay_ms)
@@ -143,7 +152,6 @@ class EventLoop:
         else:
             lane.queued = True
             _push(self._queue, entry)
-        return timer
 
     def _promote(self, lane: _Lane) -> None:
         """The lane's entry left the heap: its next timer not yet cancelled takes its place."""

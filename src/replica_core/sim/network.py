@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from replica_core.errors import InvalidConfigurationError
-from replica_core.sim.loop import EventLoop
+from replica_core.sim.loop import EventLoop, Timer
 
 LATENCY_STREAM = 0x6C6174656E6379  # spawn-key tag of the per-link latency generators
 SPIKE_STREAM = 0x7370696B65  # spawn-key tag of the per-link delay-spike generators
@@ -495,26 +495,27 @@ class Network:
     ) -> None:
         """Send ``message`` to ``dst``'s handler; ``on_response`` gets the answer or a timeout."""
         exchange = _Exchange(self, src, dst, on_response)
-        exchange.timer = self.loop.call_later_fifo(timeout_ms, _time_out, exchange)
+        self.loop.start_fifo_timer(exchange, timeout_ms, _time_out, exchange)
         self._post(src, dst, size, _arrive, exchange, message)
 
 
-class _Exchange:
+class _Exchange(Timer):
     """One request in flight: delivered to the handler of ``dst`` if it is still reachable on
     arrival (:func:`_arrive`), answered once — by the handler's response (the exchange is the
     handler's ``respond``) or by the timeout (:func:`_time_out`), whichever is first (the
-    other is then ignored)."""
+    other is then ignored). The exchange is its own timeout timer: answered, it is cancelled
+    (``cancelled`` is "answered", so a timeout after the answer never runs)."""
 
-    __slots__ = ("network", "src", "dst", "on_response", "timer", "done")
+    __slots__ = ("network", "src", "dst", "on_response")
 
     def __init__(self, network: Network, src: int, dst: int,
                  on_response: Callable[[Any], None]) -> None:
+        self.at_ms = 0  # set when its timer starts
+        self.cancelled = False
         self.network = network
         self.src = src
         self.dst = dst
         self.on_response = on_response
-        self.timer: Any = None
-        self.done = False
 
     def __call__(self, response: Any, response_size: int) -> None:
         """The handler's answer: back over the reverse link."""
@@ -531,9 +532,8 @@ def _arrive(exchange: _Exchange, message: Any) -> None:
 
 
 def _finish(exchange: _Exchange, result: Any) -> None:
-    if not exchange.done:
-        exchange.done = True
-        exchange.timer.cancel()
+    if not exchange.cancelled:
+        exchange.cancelled = True  # answered: its timeout, if still to come, does nothing
         exchange.on_response(result)
 
 

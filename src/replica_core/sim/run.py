@@ -95,15 +95,9 @@ class Sampler:
             if not broker.alive or broker.rm is None:
                 continue
             table = broker.rm.table
-            n = table.scan_bound  # rows past it were never used
-            if not n:
+            if not table.scan_bound:  # no row ever used
                 continue
-            # the rows in use, read in place (views, row order as table.partitions() lists
-            # them): the active rows' assigned followers with a known LEO
-            ids = table.replica_id[:n, 1:]
-            leo = table.leo[:n, 1:]
-            lag = table.leader_leo[:n, None] - leo
-            out.append(lag[(ids >= 0) & (leo >= 0) & (table.active[:n, None] != 0)])
+            out.append(table.follower_lags())  # row order, as table.partitions() lists them
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def sample(self) -> None:

@@ -75,7 +75,7 @@ class _Batch:
     __slots__ = ("handle", "pid", "records", "digest", "acks", "timeout_ms", "retries",
                  "on_done", "epoch", "seq", "ready_ms", "in_flight")
 
-    def __init__(self, handle: ProduceHandle, pid: int, records: bytes, acks: int,
+    def __init__(self, handle: ProduceHandle, pid: int, records: bytes | bytearray, acks: int,
                  timeout_ms: int, retries: int | None, on_done: Any) -> None:
         self.handle = handle
         self.pid = pid
@@ -194,9 +194,12 @@ class Producer:
         return self.send(tp, records, len(values), acks=acks, retries=retries,
                          timeout_ms=timeout_ms, on_done=on_done)
 
-    def send(self, tp: TopicPartition, records: bytes, count: int, *, acks: int,
+    def send(self, tp: TopicPartition, records: bytes | bytearray, count: int, *, acks: int,
              retries: int | None, timeout_ms: int | None = None, on_done: Any = None
              ) -> ProduceHandle:
+        """Queue one batch for ``tp`` (``records``: one v2 batch of ``count`` records; an
+        idempotent producer stamps its header and CRC at its first send, so it also takes it
+        as a ``bytearray`` not stamped yet)."""
         pid = self.cluster.tp_ids[tp]
         handle = ProduceHandle(tp, count, acks, self.loop.now)
         batch = _Batch(handle, pid, records, acks, timeout_ms or self.request_timeout_ms,
@@ -262,7 +265,9 @@ class Producer:
         q.next_seq = (q.next_seq + b.handle.count) % (INT32_MAX + 1)
         q.unresolved.add((b.epoch, b.seq))
         records = b.records
-        buf = bytearray(records)
+        # a batch not sent yet may come as a bytearray, its CRC not stamped (the workload
+        # leaves that to this stamp, Workload._unstamped_batch): written in place
+        buf = records if type(records) is bytearray else bytearray(records)
         _PRODUCER_HEADER.pack_into(buf, 43, self.producer_id, b.epoch, b.seq)
         attributes = records[21] << 8 | records[22]  # big-endian int16 at 21
         max_ts = _BASE_TS.unpack_from(records, _MAX_TS_AT)[0]
@@ -486,7 +491,8 @@ class Workload:
         pid = self.pids[i]
         seq = self.seq[pid]
         self.seq[pid] = seq + 1
-        records = self._batch(pid, seq)
+        records = (self._unstamped_batch(pid, seq) if self.producer.idempotent
+                   else self._batch(pid, seq))
         self.producer.send(tp, records, self.records_per_batch, acks=self.acks,
                            retries=self.retries)
         self._schedule()
@@ -495,6 +501,18 @@ class Workload:
         """A batch whose records carry ``pid:seq:record`` (so its digest is unique): a
         template with the ids patched in and the header re-stamped (new CRC) — what
         ``build_batch`` would produce, without encoding every record again."""
+        buf = self._unstamped_batch(pid, seq)
+        if type(buf) is bytes:
+            return buf
+        _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, self.loop.now)
+        return bytes(buf)
+
+    def _unstamped_batch(self, pid: int, seq: int) -> bytes | bytearray:
+        """:meth:`_batch` before its header stamp: the template's copy with the ids patched in
+        and both timestamps set, CRC not computed (``build_batch``'s bytes without a
+        template). What an idempotent producer is handed: it stamps every batch at its first
+        send (producer id, epoch, sequence, then header and CRC), so stamping here too would
+        be overwritten."""
         n = self.records_per_batch
         now = self.loop.now
         if self._template is None:
@@ -515,8 +533,8 @@ class Workload:
         else:  # the template's pieces around the ids, joined in one step
             buf = bytearray(ids.join(self._pieces))
         _BASE_TS.pack_into(buf, 27, now)
-        _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, now)
-        return bytes(buf)
+        _BASE_TS.pack_into(buf, _MAX_TS_AT, now)
+        return buf
 
     def _make_template(self) -> None:
         """The template batch (only when every value has room for the 24-byte id)."""

@@ -9,6 +9,7 @@ the offending key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 import re
@@ -269,11 +270,13 @@ class LogConfig:
         return dataclasses.replace(self, **changes)
 
     # -- derived values (LogConfig.java) ---------------------------------------------------
-    @property
+    # (cached: a frozen config's policy never changes, and the retention check reads both for
+    # every log)
+    @functools.cached_property
     def compact(self) -> bool:
         return any(p.lower() == "compact" for p in self.cleanup_policy)
 
-    @property
+    @functools.cached_property
     def delete(self) -> bool:
         return any(p.lower() == "delete" for p in self.cleanup_policy)
 

@@ -50,6 +50,7 @@ from replica_core.errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
+from replica_core.storage import retention
 from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
 from replica_core.storage.config import LogConfig
 from replica_core.storage.leader_epoch import LeaderEpochCache
@@ -323,6 +324,20 @@ def _config_values(config: Any) -> tuple[Any, ...]:
 _CONFIG_VALUES: dict[int, tuple[Any, tuple[Any, ...]]] = {}
 
 
+def _cached_config_values(config: Any) -> tuple[Any, ...]:
+    """:func:`_config_values`, worked out once per :class:`LogConfig` (frozen: its values never
+    change); other config objects are read each time."""
+    hit = _CONFIG_VALUES.get(id(config))
+    if hit is not None and hit[0] is config:
+        return hit[1]
+    values = _config_values(config)
+    if type(config) is LogConfig:
+        if len(_CONFIG_VALUES) >= 256:
+            _CONFIG_VALUES.clear()
+        _CONFIG_VALUES[id(config)] = (config, values)
+    return values
+
+
 def _join(dir: str, name: str) -> str:
     """``os.path.join(dir, name)`` for a plain file name (no separator in ``name``)."""
     return dir + name if not dir or dir[-1] == "/" else dir + "/" + name
@@ -332,6 +347,8 @@ def _join(dir: str, name: str) -> str:
 # only) and its log end (offset 0 at the start of segment 0)
 _OFFSET_0_ONLY = LogOffsetMetadata(0)
 _OFFSET_0_AT_0 = LogOffsetMetadata(0, 0, 0)
+
+_new_log = object.__new__  # a Log whose fields the caller sets, all of them (Log._create_at_0)
 
 # (log start offset, segment.index.bytes) -> the files of a new partition directory
 _NEW_DIR_FILES: dict[tuple[int, int], tuple[tuple[str, int], ...]] = {}
@@ -660,6 +677,60 @@ class Log:
         lg._creation = (dir, had_clean_shutdown, log_start_offset, recovery_point, recovered)
         return lg
 
+    @staticmethod
+    def _creates_at_0_in_one_step(config: Any) -> bool:
+        """Whether :meth:`_create_at_0` can make logs under ``config``: its indexes take an
+        entry (``segment.index.bytes`` ≥ 12) and its segments draw no roll jitter."""
+        return int(config.segment_index_bytes) >= 12 and not config.segment_jitter_ms
+
+    @classmethod
+    def _create_at_0(cls, dir: str, config: Any, medium: Any, clock: Any, tp: tuple[str, int],
+                     jitter_source: Any, producer_id_expiration_ms: int,
+                     files: tuple[tuple[str, int], ...], values: tuple[Any, ...]) -> Log:
+        """What ``_create(dir, config, medium, clock, 0, 0, True, tp, jitter_source,
+        producer_id_expiration_ms)`` makes — a brand-new directory, log start and recovery
+        point 0 after a clean shutdown — for a caller creating many logs under one ``config``
+        (:meth:`LogManager.create_logs`) that has checked :meth:`_creates_at_0_in_one_step`
+        and worked out, once, ``files`` (``_new_dir_files(0, segment.index.bytes)``) and
+        ``values`` (:func:`_cached_config_values`). The same medium calls and clock reads in
+        the same order; the log's fields are set in one step, each as :meth:`__init__` sets it
+        for such a log (no producer state: its log starts at 0)."""
+        medium.create_dir_with_files(dir, files)
+        cache = LeaderEpochCache(LeaderEpochCheckpointFile(
+            medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
+        segments = _NewLogSegments(medium, dir, 0, config, clock, jitter_source,
+                                   clock.milliseconds())
+        lg = _new_log(cls)
+        lg.dir = dir
+        lg._pending_file_deletions = ()
+        lg.topic, lg.partition = tp
+        lg.medium = medium
+        lg.clock = clock
+        lg.jitter_source = jitter_source
+        lg._segments = segments
+        lg._log_start_offset = 0
+        lg._recovery_point = 0
+        lg._leo_meta_cache = _OFFSET_0_AT_0
+        lg._leo = 0
+        lg._hw = _OFFSET_0_ONLY
+        lg.leader_epoch_cache = cache
+        lg._psm = None
+        lg._psm_start = 0
+        lg._producer_id_expiration_ms = producer_id_expiration_ms
+        lg._recovery_report = None
+        lg.last_flush_ms = clock.milliseconds()
+        lg.closed = False
+        lg.topic_id = None
+        lg.log_start_listener = None
+        lg.high_watermark_changes = None
+        lg.config = config
+        (lg._segment_bytes, lg._max_segment_ms, lg._max_message_bytes,
+         lg._flush_messages, lg._flush_ms, lg._compacted, lg._timestamp_type,
+         lg._log_append_time, lg._timestamp_before_max_ms, lg._timestamp_after_max_ms,
+         lg._compression, lg._fast_topic) = values
+        lg._creation = (dir, True, 0, 0, False)
+        return lg
+
     @classmethod
     def _create_stepwise(cls, dir: str, config: Any, medium: Any, clock: Any,
                          log_start_offset: int, recovery_point: int, had_clean_shutdown: bool,
@@ -700,15 +771,7 @@ class Log:
     def update_config(self, config: Any) -> None:
         """Adopt a new :class:`LogConfig` (append-path values are cached here)."""
         self.config = config
-        hit = _CONFIG_VALUES.get(id(config))
-        if hit is not None and hit[0] is config:
-            values = hit[1]
-        else:
-            values = _config_values(config)
-            if type(config) is LogConfig:  # frozen: its values never change
-                if len(_CONFIG_VALUES) >= 256:
-                    _CONFIG_VALUES.clear()
-                _CONFIG_VALUES[id(config)] = (config, values)
+        values = _cached_config_values(config)
         (self._segment_bytes, self._max_segment_ms, self._max_message_bytes,
          self._flush_messages, self._flush_ms, self._compacted, self._timestamp_type,
          self._log_append_time, self._timestamp_before_max_ms, self._timestamp_after_max_ms,
@@ -781,6 +844,14 @@ class Log:
         """Latest cached leader epoch, −1 when none."""
         epoch = self.leader_epoch_cache.latest_epoch
         return -1 if epoch is None else int(epoch)
+
+    def end_state(self) -> tuple[int, int, int, int]:
+        """(:attr:`log_end_offset`, :attr:`high_watermark`, :attr:`log_start_offset`,
+        :attr:`latest_epoch`) in one call: what a leader's read of a follower fetch looks at
+        before reading, once per partition of every fetch."""
+        epoch = self.leader_epoch_cache.latest_epoch
+        return (self._leo, self._hw.message_offset, self._log_start_offset,
+                -1 if epoch is None else int(epoch))
 
     @property
     def unflushed_messages(self) -> int:
@@ -1308,12 +1379,13 @@ class Log:
         Deleted segments leave the log at once (the log start offset moves to the first kept
         segment); their files are renamed ``.deleted`` and removed ``file.delete.delay.ms``
         later by :meth:`delete_due_files` (at once when the delay is 0)."""
-        from replica_core.storage import retention
-
         self._check_open()
-        if type(self._segments) is _NewLogSegments:
+        segments = self._segments
+        if type(segments) is _NewLogSegments:
             return 0  # one empty segment, never written: nothing is deletable (and nothing read)
         config = self.config
+        if len(segments) == 1 and self._keeps_only_segment(segments, config):
+            return 0
         total = self._delete_old_segments(
             retention.log_start_offset_breached(self._log_start_offset))
         if config.delete:
@@ -1326,11 +1398,27 @@ class Log:
                 total += self._delete_old_segments(by_time)
         return total
 
+    def _keeps_only_segment(self, segments: LogSegments, config: Any) -> bool:
+        """Whether no retention rule can delete a log's one segment, decided without the
+        general walk: the log-start rule needs a next segment; the other two (``delete``
+        policy only) take the last segment only once the high watermark has reached the log
+        end and the segment holds bytes (an empty last segment is never deletable); by size
+        only when ``retention.bytes`` ≥ 0 (left to the walk); by time when its largest
+        timestamp is more than ``retention.ms`` old."""
+        if not config.delete or self._hw.message_offset < self._leo:
+            return True
+        seg = segments.last
+        if seg.size == 0:
+            return True
+        if int(config.retention_bytes) >= 0:
+            return False
+        by_time = retention.retention_ms_breached(self.clock.milliseconds(),
+                                                  int(config.retention_ms))
+        return by_time is None or not by_time(seg, None)
+
     def _delete_old_segments(self, predicate: Any) -> int:
         """``deleteOldSegments(predicate)`` + ``deleteSegments``: the deletable prefix goes; when
         that is every segment, a new active segment is rolled first (a log keeps one)."""
-        from replica_core.storage import retention
-
         deletable = retention.deletable_segments(list(self._segments), self._leo,
                                                  self.high_watermark, predicate)
         if not deletable:

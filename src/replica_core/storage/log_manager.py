@@ -34,12 +34,20 @@ from replica_core.errors import (
 from replica_core.storage.checkpoint import OffsetCheckpointContent, OffsetCheckpointFile
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
-from replica_core.storage.log import Log, _join, parse_topic_partition
+from replica_core.storage.log import (
+    Log,
+    _cached_config_values,
+    _join,
+    _new_dir_files,
+    parse_topic_partition,
+)
 from replica_core.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
 )
 from replica_core.storage.producer_state import _expiration_ms as _check_expiration_ms
+
+_UNSET: Any = object()  # (a dict's "no entry", where None is an entry)
 
 __all__ = [
     "LogManager",
@@ -461,6 +469,11 @@ class LogManager:
             lg = Log._create(path, config, self.medium, self.clock, 0, 0, True,
                              (topic, int(partition)), jitter_source=self._jitter(topic, partition),
                              producer_id_expiration_ms=self.producer_id_expiration_ms)
+        self._adopt(tp, lg, log_dir)
+        return lg
+
+    def _adopt(self, tp: TopicPartition, lg: Log, log_dir: str) -> None:
+        """A log just made for ``tp`` in ``log_dir`` joins this manager's logs."""
         self._logs[tp] = lg
         lg.high_watermark_changes = self._hw_changed
         if tp in self._log_dir_of:
@@ -469,7 +482,47 @@ class LogManager:
             self._log_dir_of[tp] = log_dir
             counts = self._dir_count
             counts[log_dir] = counts.get(log_dir, 0) + 1
-        return lg
+
+    def create_logs(self, tps: Iterable[tuple[str, int]], *, log_dir: str) -> None:
+        """:meth:`create_log` of each of ``tps`` in ``log_dir``, in order (a LeaderAndIsr's
+        partitions): a partition with a log keeps it, the others get theirs as
+        :meth:`create_log` makes them. A new empty directory under a config
+        :meth:`Log._creates_at_0_in_one_step` accepts is made by :meth:`Log._create_at_0`, with
+        what does not depend on the partition (the checks of ``log_dir``, the directory's
+        file list, the config's values) worked out once per call; anything else goes through
+        :meth:`create_log` itself."""
+        if self.offline_dirs or log_dir not in self.log_dirs:
+            for topic, partition in tps:
+                self.create_log(topic, partition, log_dir=log_dir)
+            return
+        logs = self._logs
+        failed = self._failed
+        medium = self.medium
+        clock = self.clock
+        expiration = self.producer_id_expiration_ms
+        create_at_0 = Log._create_at_0
+        adopt = self._adopt
+        # topic -> (config, its new directory's files, its values), or None: create_log's way
+        shapes: dict[str, tuple[Any, tuple[tuple[str, int], ...], tuple[Any, ...]] | None] = {}
+        for topic, partition in tps:
+            tp = (topic, partition)
+            if tp in logs:
+                continue
+            shape = shapes.get(topic, _UNSET)
+            if shape is _UNSET:
+                config = self.config_for(topic)
+                shape = shapes[topic] = (
+                    (config, _new_dir_files(0, int(config.segment_index_bytes)),
+                     _cached_config_values(config))
+                    if Log._creates_at_0_in_one_step(config) else None)
+            path = _join(log_dir, f"{topic}-{partition}")
+            if shape is None or failed.get(tp) is not None or medium.exists(path):
+                self.create_log(topic, partition, log_dir=log_dir)
+                continue
+            config, files, values = shape
+            adopt(tp, create_at_0(path, config, medium, clock, (topic, int(partition)),
+                                  self._jitter(topic, partition), expiration, files, values),
+                  log_dir)
 
     def _place(self, tp: TopicPartition, log_dir: str) -> None:
         self._unplace(tp)
