@@ -310,3 +310,48 @@ def test_partitions_delayed_until_one_time_come_due_together():
     states.update_and_move_to_end(tps[4], state(delay_until_ms=T0 + 400))
     assert states.next_due(T0 + 250) == T0 + 400
     assert states.pop_due(T0 + 250) == [tps[0]]
+
+
+def _journal(states: PartitionStates) -> tuple:
+    """Everything a PartitionStates holds: the order and states, places, the change journal,
+    the due times and their groups, the Truncating set (in their orders)."""
+    return (list(states.items()), dict(states._seq), states._next_seq, list(states._changed),
+            sorted(states._due), {d: list(g) for d, g in states._due_at.items()},
+            list(states._in_truncation))
+
+
+@given(st.lists(st.tuples(st.sampled_from([FETCHING, TRUNCATING]),
+                          st.sampled_from([None, T0 - 5, T0, T0 + 5, T0 + 100])),
+                max_size=8),
+       st.lists(st.integers(0, 9), max_size=14), st.sampled_from([0, 100]))
+def test_delay_is_each_partition_delayed_and_moved_last_in_turn(initial, picks, delay_ms):
+    """``delay`` (a failed request backs off every partition, Kafka's delayPartitions) leaves
+    exactly what ``update_and_move_to_end(tp, state.delayed(now, delay))`` leaves for each
+    given partition in turn that is here and not delayed — map order, places, journal, due
+    groups, Truncating set — on both maps; partitions not here, or still delayed, are skipped."""
+    from replica_core.fetcher.columnar import ColumnarPartitionStates
+
+    tps = [TopicPartition("t", i) for i in range(10)]  # the last ones are never here
+    for cls in (PartitionStates, ColumnarPartitionStates):
+        made = []
+        for _ in range(2):
+            states = cls()
+            for i, (phase, due) in enumerate(initial):
+                states.update_and_move_to_end(tps[i], state(fetch_offset=i, state=phase,
+                                                            delay_until_ms=due))
+            # an older group for the same due time, and a stale one
+            states.update_and_move_to_end(TopicPartition("u", 0), state(delay_until_ms=T0 + 100))
+            states.take_changes()
+            made.append(states)
+        fast, reference = made
+        fast.delay([tps[i] for i in picks], T0, delay_ms)
+        for i in picks:
+            s = reference.state_value(tps[i])
+            if s is not None and not s.is_delayed(T0):
+                reference.update_and_move_to_end(tps[i], s.delayed(T0, delay_ms))
+        assert _journal(fast) == _journal(reference)
+        assert fast.pop_due(T0 + 1000) == reference.pop_due(T0 + 1000)
+        if cls is ColumnarPartitionStates:
+            assert fast.row_order() == reference.row_order()
+            assert fast.ready_items(T0) == reference.ready_items(T0)
+            assert fast.truncating_items(T0 + 1000) == reference.truncating_items(T0 + 1000)

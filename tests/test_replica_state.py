@@ -179,6 +179,26 @@ def test_no_shrink_while_alter_partition_in_flight(table):
     assert table.out_of_sync_replicas(p, T0 + 10 * LAG) == [2, 3]
 
 
+def test_one_alter_partition_in_flight_at_a_time(table):
+    """A pending expand or shrink refuses a second proposal until committed or reverted."""
+    p = lead(table, isr=(1, 2), leo=10)
+    r2, r3 = table.slot(p, 2), table.slot(p, 3)
+    table.prepare_isr_expand(p, r3)
+    assert table.isr_state[p] == 1  # PendingExpandIsr
+    with pytest.raises(ValueError, match="in flight"):
+        table.prepare_isr_expand(p, r3)
+    with pytest.raises(ValueError, match="in flight"):
+        table.prepare_isr_shrink(p, [r2])
+    table.revert_isr(p)
+    table.prepare_isr_shrink(p, [r2])
+    assert table.isr_state[p] == 2  # PendingShrinkIsr
+    with pytest.raises(ValueError, match="in flight"):
+        table.prepare_isr_expand(p, r3)
+    table.commit_isr(p, [1, 2])
+    table.prepare_isr_expand(p, r3)
+    assert table.isr_state[p] == IsrState.PENDING_EXPAND
+
+
 def test_only_isr_members_are_out_of_sync(table):
     p = lead(table, isr=(1, 2), leo=10)
     assert table.out_of_sync_replicas(p, T0 + LAG + 1) == [2]

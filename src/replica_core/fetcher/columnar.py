@@ -143,6 +143,14 @@ class ColumnarPartitionStates(PartitionStates[TopicPartition, PartitionFetchStat
         super().update_lag_and_move_to_end(tp, state)
         self._write(tp, state, True)
 
+    def delay(self, tps: Iterable[TopicPartition], now_ms: int, delay_ms: int) -> None:
+        # PartitionStates.delay as its per-partition definition, each row written as it moves
+        state_value = self.state_value
+        for tp in tps:
+            state = state_value(tp)
+            if state is not None and not state.is_delayed(now_ms):
+                self.update_and_move_to_end(tp, state.delayed(now_ms, delay_ms))
+
     def update(self, tp: TopicPartition, state: PartitionFetchState) -> None:
         super().update(tp, state)
         self._write(tp, state, False)

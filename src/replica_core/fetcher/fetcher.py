@@ -756,17 +756,10 @@ class ReplicaFetcher:
         log.warning("%s: partition %s marked as failed", self.name, tp)
 
     def _delay_partitions(self, tps: Iterable[TopicPartition], delay_ms: int) -> None:
-        """``delayPartitions``: back off each partition not already delayed, moving it last."""
-        now = self.clock.milliseconds()
-        states = self.partition_states
-        state_value = states.state_value
-        for tp in tps:  # a failed request delays every partition of the fetcher
-            state = state_value(tp)
-            if state is None:
-                continue
-            d = state.delay_until_ms
-            if d is None or d <= now:  # not state.is_delayed(now)
-                states.update_and_move_to_end(tp, state.delayed(now, delay_ms))
+        """``delayPartitions``: back off each partition not already delayed, moving it last
+        (:meth:`PartitionStates.delay`: a failed request delays every partition of the
+        fetcher, all until the same time)."""
+        self.partition_states.delay(tps, self.clock.milliseconds(), delay_ms)
 
     # -- out of range (§4.8) --------------------------------------------------------------------
     def _fetch_offset_and_truncate(self, tp: TopicPartition, topic_id: str | None,
@@ -1144,8 +1137,9 @@ class ReplicaFetcher:
         # UNKNOWN_LEADER_EPOCH (the leader has not caught up with the epoch yet),
         # NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_TOPIC_ID,
         # INCONSISTENT_TOPIC_ID, KAFKA_STORAGE_ERROR and anything else: back off and retry.
-        log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
-                  self.source_broker)
+        if log.isEnabledFor(logging.DEBUG):  # (the name is looked up only to be logged)
+            log.debug("%s: %s for %s from broker %d", self.name, _error_name(code), tp,
+                      self.source_broker)
         return True
 
     # -- metrics --------------------------------------------------------------------------------

@@ -234,6 +234,46 @@ class PartitionStates(Generic[K, S]):
         self._seq[tp] = seq
         self._next_seq = seq + 1
 
+    def delay(self, tps: Iterable[K], now_ms: int, delay_ms: int) -> None:
+        """Back off each of ``tps`` that is here and not delayed at ``now_ms`` (its state's
+        :meth:`~PartitionFetchState.delayed` copy, moved last), in the order given — Kafka's
+        ``delayPartitions``. The same as :meth:`update_and_move_to_end` per partition, the
+        journal included; the partitions delayed here share one due time, so they join its group
+        once it is found (or made)."""
+        m = self._map
+        get = m.get
+        seq_of = self._seq
+        changed = self._changed
+        in_truncation = self._in_truncation
+        seq = self._next_seq
+        due = now_ms + delay_ms
+        group: list[K] | None = None
+        for tp in tps:
+            state = get(tp)
+            if state is None:
+                continue
+            d = state.delay_until_ms  # type: ignore[attr-defined]
+            if d is not None and d > now_ms:
+                continue  # state.is_delayed(now_ms): its delay stands
+            new = state.delayed(now_ms, delay_ms)  # type: ignore[attr-defined]
+            del m[tp]
+            m[tp] = new
+            seq_of[tp] = seq
+            seq += 1
+            # _note(tp, new), for a delayed fetch state: changed, due at `due`, its phase kept
+            changed[tp] = None
+            if group is None:
+                group = self._due_at.get(due)
+                if group is None:
+                    group = self._due_at[due] = []
+                    heapq.heappush(self._due, due)
+            group.append(tp)
+            if new.state is TRUNCATING:
+                in_truncation[tp] = None
+            elif in_truncation:
+                in_truncation.pop(tp, None)
+        self._next_seq = seq
+
     def update(self, tp: K, state: S) -> None:
         """Set ``tp``'s state in place (appended last if absent)."""
         if tp not in self._map:

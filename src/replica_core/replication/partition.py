@@ -579,7 +579,7 @@ class Partition:
             if now_ms is None:
                 now_ms = self.clock.milliseconds()
             slots = table.out_of_sync_slots(self.row, now_ms)
-        if not slots or table.isr_state[self.row] != IsrState.COMMITTED:
+        if not slots or table.isr_state.item(self.row) != IsrState.COMMITTED:
             return None
         out = {int(table.replica_id[self.row, r]) for r in slots}
         new_isr = self._ordered(set(self.isr) - out)
@@ -629,7 +629,7 @@ class Partition:
             if result.leader_epoch != self.leader_epoch or result.partition_epoch < self.partition_epoch:
                 self.isr_listener.mark_failed()
                 return False
-            expanded = table.isr_state[self.row] == IsrState.PENDING_EXPAND
+            expanded = table.isr_state.item(self.row) == IsrState.PENDING_EXPAND
             table.commit_isr(self.row, [b for b in result.isr if b in self.replicas])
             self.partition_epoch = result.partition_epoch
             self.leader_recovery_state = result.leader_recovery_state
