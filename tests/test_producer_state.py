@@ -258,6 +258,20 @@ def test_unknown_origin_is_rejected():
         analyze_and_validate_producer_state(new_manager(), [batch()], "leader")
 
 
+def test_new_entries_keep_five_batches_each_in_their_own_deque():
+    """Every entry starts with an empty batch list of its own, bounded at five batches (the
+    oldest dropped): filling one entry leaves another new one, and the next new one, empty."""
+    a, b = ProducerStateEntry(1), ProducerStateEntry(2, 0)
+    assert a.batch_metadata is not b.batch_metadata
+    for i in range(7):
+        a.add_batch(0, i, 10 * i, 0, T0 + i)
+    assert [m.last_seq for m in a.batch_metadata] == [2, 3, 4, 5, 6]
+    assert a.batch_metadata.maxlen == 5
+    assert list(b.batch_metadata) == [] and b.batch_metadata.maxlen == 5
+    c = ProducerStateEntry(3)
+    assert list(c.batch_metadata) == [] and c.batch_metadata.maxlen == 5
+
+
 # --- duplicates (UnifiedLog.analyzeAndValidateProducerState / findDuplicateBatch) ------------------
 def test_retry_of_any_of_the_last_five_batches_returns_its_original_offsets():
     m = new_manager()

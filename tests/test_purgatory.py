@@ -256,3 +256,23 @@ def test_next_deadline_skips_completed_ops(purgatory):
     assert purgatory.next_deadline_ms() == T0 + 300
     purgatory.cancel_for_key("b")
     assert purgatory.next_deadline_ms() is None
+
+
+def test_earliest_moves_counts_only_timers_that_become_the_first_deadline(purgatory, clock):
+    """``earliest_moves`` moves when a started timer is the queue's new first deadline, and
+    only then: a later deadline, a completion or an expiry leaves it (the first deadline can
+    then only move later)."""
+    log: list = []
+    assert purgatory.earliest_moves == 0
+    purgatory.try_complete_else_watch(Op(1000, log, "a"), ["t-0"])
+    assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (1, T0 + 1000)
+    purgatory.try_complete_else_watch(Op(5000, log, "b"), ["t-0"])  # later: not the first
+    purgatory.try_complete_else_delay(Op(1000, log, "c"))  # same deadline, started after "a"
+    assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (1, T0 + 1000)
+    purgatory.try_complete_else_delay(Op(200, log, "d"))
+    assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (2, T0 + 200)
+    clock.advance(1000)
+    assert purgatory.advance_clock() == 3  # "d", "a", "c" expire: the first deadline is later
+    assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (2, T0 + 5000)
+    purgatory.try_complete_else_delay(Op(100, log, "e"))  # T0 + 1100: before "b"
+    assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (3, T0 + 1100)

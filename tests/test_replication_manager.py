@@ -273,3 +273,24 @@ def test_leader_state_is_the_leaders_epoch_hw_and_leo_and_none_elsewhere() -> No
     # the new leader starts from the HW it had learnt as a follower (0: its last fetch was
     # answered before the old leader's HW moved) and its own LEO (the first 3 records)
     assert c.rm(1).leader_state(TP) == (c.partition(1).leader_epoch, 0, 3)
+
+
+def test_tick_due_version_moves_whenever_the_next_tick_may_come_earlier() -> None:
+    """``tick_due_version`` moves when the HW checkpoint task starts (first LeaderAndIsr) and
+    when a parked operation's deadline comes before every other; while it stands still
+    ``next_tick_due_ms`` is never earlier than it was."""
+    c = Cluster()
+    rm = c.rm(0)
+    v0, due0 = rm.tick_due_version(), rm.next_tick_due_ms()
+    c.create(TP)
+    v1 = rm.tick_due_version()
+    assert v1 == v0 + 1 and rm.next_tick_due_ms() <= due0
+    c.advance(1)  # the tasks due at start run: every due time moves later
+    v2, due2 = rm.tick_due_version(), rm.next_tick_due_ms()
+    assert v2 == v1 and due2 > START_MS
+    now = START_MS + 1
+    c.produce(TP, 1, acks=-1, timeout_ms=due2 - now - 1)  # parked: due just before the rest
+    v3, due3 = rm.tick_due_version(), rm.next_tick_due_ms()
+    assert v3 == v2 + 1 and due3 == due2 - 1
+    c.produce(TP, 1, acks=-1, timeout_ms=30_000)  # parked, due later: nothing earlier
+    assert (rm.tick_due_version(), rm.next_tick_due_ms()) == (v3, due3)

@@ -417,3 +417,25 @@ def test_leader_epoch_encode_writes_kafkas_lines(entries, expected):
     assert f.encode([(True, False)]) == b"0\n1\n1 0\n"
     f.write(entries)
     assert f.medium.read_bytes(f.path) == expected
+
+
+@pytest.mark.parametrize("epoch,start,expected", [
+    (0, 0, b"0\n1\n0 0\n"),
+    (5, 0, b"0\n1\n5 0\n"),
+    (2147483647, 2**62, b"0\n1\n2147483647 %d\n" % 2**62),
+])
+def test_leader_epoch_encode_of_a_list_of_one_entry(epoch, start, expected):
+    """A list of one entry (a cache's first epoch, written by a new log's first append) is
+    encoded in one step: the same bytes as one entry given any other way, as the generic
+    encoder gives them, also for numpy integers; the file written holds them."""
+    import numpy as np
+
+    from replica_core.storage.checkpoint import CheckpointFile
+
+    f = LeaderEpochCheckpointFile(MemoryMedium(), "/leader-epoch-checkpoint")
+    assert f.encode([(epoch, start)]) == expected
+    assert f.encode(((epoch, start),)) == f.encode(iter([(epoch, start)])) == expected
+    assert CheckpointFile.encode(f, [(epoch, start)]) == expected
+    assert f.encode([(np.int32(epoch), np.int64(start))]) == expected
+    f.write([(epoch, start)])
+    assert f.medium.read_bytes(f.path) == expected

@@ -360,20 +360,23 @@ def test_pending_directory_is_indistinguishable(ops, fsync_persists_name):
     assert _state(media[0]) == _state(media[1])
 
 
-def test_a_new_logs_first_segment_is_what_the_constructor_builds():
+@pytest.mark.parametrize("start,name", [(7, "00000000000000000007.log"),
+                                        (0, "00000000000000000000.log")])
+def test_a_new_logs_first_segment_is_what_the_constructor_builds(start, name):
     """LogSegment.for_new_log (a new log's first segment, built when first used) sets every field
-    the constructor sets for that segment, to the same values, and opens the same file."""
+    the constructor sets for that segment, to the same values, and opens the same file (at
+    base 0 its name is the shared one)."""
     from replica_core.storage.segment import LogSegment
 
     medium = MemoryMedium()
     medium.makedirs("/data")
     clock = ManualClock(T0)
-    lg = Log.open("/data/t-0", CFG, medium=medium, clock=clock, log_start_offset=7,
-                  recovery_point=7)
+    lg = Log.open("/data/t-0", CFG, medium=medium, clock=clock, log_start_offset=start,
+                  recovery_point=start)
     assert type(lg.segments) is _NewLogSegments
     clock.advance(5_000)  # the creation time is the log's, not the clock's now
     made = lg.active_segment
-    built = LogSegment(medium, "/data/t-0", 7, index_interval_bytes=CFG.index_interval_bytes,
+    built = LogSegment(medium, "/data/t-0", start, index_interval_bytes=CFG.index_interval_bytes,
                        max_index_size=CFG.segment_index_bytes, clock=clock,
                        file_already_exists=True, index_files_preallocated=True, created_ms=T0)
     assert type(made) is LogSegment and made.created == T0
@@ -382,7 +385,7 @@ def test_a_new_logs_first_segment_is_what_the_constructor_builds():
     fields = {n: getattr(made, n, unset) for n in names}
     assert fields == {n: getattr(built, n, unset) for n in names}
     assert unset not in fields.values()  # every field set
-    assert made.log_file.path == built.log_file.path == "/data/t-0/00000000000000000007.log"
+    assert made.log_file.path == built.log_file.path == "/data/t-0/" + name
     assert made.log_file.writable and made.size == 0
 
 

@@ -25,6 +25,8 @@ from replica_core.replication.partition import (
 )
 from replica_core.replication.purgatory import DelayedOperation
 
+_NO_ERROR = Errors.NONE  # bound once for the per-partition checks
+
 if TYPE_CHECKING:
     from replica_core.replication.fetch_session import FetchContext, IncrementalFetchContext
     from replica_core.replication.replica_manager import (
@@ -66,7 +68,7 @@ class DelayedProduce(DelayedOperation):
         self.deliver = deliver
         self.responses: dict[TopicPartition, ProducePartitionResponse] | None = None
         for st in status.values():
-            st.acks_pending = st.response.error_code == Errors.NONE
+            st.acks_pending = st.response.error_code == _NO_ERROR
 
     def try_complete(self) -> bool:
         pending = False
@@ -79,9 +81,9 @@ class DelayedProduce(DelayedOperation):
                 done, error = False, manager.metadata_cache.error_for_unhosted(tp)
             else:
                 done, error = partition.check_enough_replicas_reach_offset(st.required_offset)
-            if error != Errors.NONE or done:
+            if error != _NO_ERROR or done:
                 st.acks_pending = False
-                if error != Errors.NONE:  # else the local append's answer stands
+                if error != _NO_ERROR:  # else the local append's answer stands
                     st.response = _with_error(st.response, error)
             else:
                 pending = True
@@ -201,7 +203,7 @@ class DelayedFetch(DelayedOperation):
                 return got  # the latest epoch ends at the LEO: Case H cannot hold
             epoch_end = partition.last_offset_for_leader_epoch(
                 info.current_leader_epoch, info.last_fetched_epoch, fetch_only_from_leader=False)
-            if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0
+            if (epoch_end.error_code != _NO_ERROR or epoch_end.end_offset < 0
                     or epoch_end.leader_epoch < 0):
                 return _COMPLETE  # Case H: cannot resolve the epoch
             if (epoch_end.leader_epoch < info.last_fetched_epoch
@@ -255,7 +257,20 @@ class DelayedSessionFetch(DelayedFetch):
     def __init__(self, params: FetchParams, context: IncrementalFetchContext,
                  reads: Sequence[LogReadResult], manager: ReplicaManager,
                  deliver: Callable[[FetchResponse], None] | None) -> None:
-        super().__init__(params, (), manager, deliver, context)
+        # DelayedFetch.__init__ with no statuses (and DelayedOperation.__init__ under it),
+        # in one step: one is made per parked fetch
+        delay_ms = params.max_wait_ms
+        if delay_ms < 0:
+            raise ValueError("delay_ms must be non-negative")
+        self.delay_ms = int(delay_ms)
+        self._completed = False
+        self._timer = None
+        self.params = params
+        self.statuses = []
+        self.manager = manager
+        self.deliver = deliver
+        self.context = context
+        self.response = None
         self._incremental = context
         self.session = session = context.session
         # The columns that may have news when this completes carry its stamp: the ones read
@@ -372,7 +387,7 @@ class DelayedSessionFetch(DelayedFetch):
                 return got  # the latest epoch ends at the LEO: Case H cannot hold
             epoch_end = partition.last_offset_for_leader_epoch(
                 epoch, last_fetched, fetch_only_from_leader=False)
-            if (epoch_end.error_code != Errors.NONE or epoch_end.end_offset < 0
+            if (epoch_end.error_code != _NO_ERROR or epoch_end.end_offset < 0
                     or epoch_end.leader_epoch < 0):
                 return _COMPLETE  # Case H: cannot resolve the epoch
             if epoch_end.leader_epoch < last_fetched or epoch_end.end_offset < info.fetch_offset:

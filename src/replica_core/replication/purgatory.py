@@ -94,6 +94,10 @@ class Purgatory(Generic[T]):
         self._seq = 0
         self._delayed = 0
         self._estimated_total = 0  # Kafka's estimatedTotalOperations
+        self.earliest_moves = 0
+        """How many timer starts so far became the earliest entry of the expiry queue: the only
+        way the queue's first deadline (what :meth:`next_deadline_ms` and an event-driven
+        driver read) moves earlier. While it stands still that deadline can only move later."""
 
     # ---- counts ------------------------------------------------------------------------------
     @property
@@ -178,7 +182,11 @@ class Purgatory(Generic[T]):
         op._timer = self  # type: ignore[assignment]
         self._delayed += 1
         self._seq += 1
-        heapq.heappush(self._heap, (self.clock.milliseconds() + op.delay_ms, self._seq, op))
+        entry = (self.clock.milliseconds() + op.delay_ms, self._seq, op)
+        heap = self._heap
+        heapq.heappush(heap, entry)
+        if heap[0] is entry:
+            self.earliest_moves += 1
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the ops watched under ``key``; how many completed here."""

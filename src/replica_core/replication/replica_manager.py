@@ -234,7 +234,7 @@ class ReplicaManager:
                  "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
                  "controller_epoch", "metadata_cache", "table", "_partition_context",
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
-                 "_fetch_params",
+                 "_fetch_params", "_checkpoint_starts",
                  "_shared_reads", "_leadership_gen", "_log_start_gen", "_partitions", "_by_row", "_unsent", "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
                  "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
@@ -307,6 +307,7 @@ class ReplicaManager:
         self._next_isr_shrink_ms = now  # Kafka schedules "isr-expiration" with delay 0
         self._next_isr_propagation_ms = now
         self._next_hw_checkpoint_ms: int | None = None  # starts with the first LeaderAndIsr
+        self._checkpoint_starts = 0  # times it started (see tick_due_version)
         self.last_initial_fetch_states: dict[TopicPartition, InitialFetchState] = {}
         self._counters = {"IsrExpandsPerSec": 0, "IsrShrinksPerSec": 0,
                           "FailedIsrUpdatesPerSec": 0, "IsrChangePropagations": 0,
@@ -462,6 +463,7 @@ class ReplicaManager:
         self._complete_delayed_requests(touched)
         if self._next_hw_checkpoint_ms is None:
             self._next_hw_checkpoint_ms = self.clock.milliseconds()
+            self._checkpoint_starts += 1
         if self.fetcher_manager is not None:
             self.fetcher_manager.shutdown_idle_fetcher_threads()
         self._flush_alter_partition()
@@ -1145,6 +1147,16 @@ class ReplicaManager:
             self._next_hw_checkpoint_ms = _next_due(
                 self._next_hw_checkpoint_ms,
                 self.config.replica_high_watermark_checkpoint_interval_ms, now)
+
+    def tick_due_version(self) -> int:
+        """A count that moves whenever :meth:`next_tick_due_ms` may have become earlier: a
+        purgatory timer that became its queue's first (``Purgatory.earliest_moves``) or the
+        high-watermark checkpoint task started. :meth:`tick` only moves its due times later,
+        and an expiry or purge only drops queue entries. While this count stands still,
+        :meth:`next_tick_due_ms` is no earlier than when last read, so a driver whose wake-up
+        is set no later than that need not read it again."""
+        return (self.produce_purgatory.earliest_moves + self.fetch_purgatory.earliest_moves
+                + self._checkpoint_starts)
 
     def next_tick_due_ms(self) -> int:
         """The earliest time at which :meth:`tick` has timed work (for event-driven drivers)."""

@@ -406,7 +406,8 @@ class SimBroker:
     __slots__ = ("cluster", "loop", "network", "broker_id", "storage", "_tmpdir", "rng",
                  "session_rng", "alive", "crash_mode", "incarnation", "broker_epoch",
                  "boot_broker_epoch", "registered", "lm", "rm", "fetcher_manager", "_parked_fetch",
-                 "slow_factors", "_fsyncs_seen", "_tick_timer", "_tick_at", "_file_deletion_timer",
+                 "slow_factors", "_fsyncs_seen", "_tick_timer", "_tick_at", "_tick_version",
+                 "_file_deletion_timer",
                  "_file_deletion_at", "_hb_timer", "_register_failures", "_lifecycle_rng",
                  "_parked_produce", "_produce_seq", "_fetch_seq", "log_dir", "medium",
                  "__weakref__")
@@ -443,6 +444,7 @@ class SimBroker:
         self._fsyncs_seen = 0  # the medium's fsync count at the last fsync_wait_ms
         self._tick_timer: Any = None
         self._tick_at = -1
+        self._tick_version = -1  # rm.tick_due_version() when the tick time was last worked out
         self._file_deletion_timer: Any = None
         self._file_deletion_at = -1
         self._hb_timer: Any = None
@@ -895,10 +897,20 @@ class SimBroker:
 
     # ---- time-driven work -----------------------------------------------------------------------
     def _schedule_tick(self) -> None:
+        """Wake the replica manager's :meth:`~ReplicaManager.tick` at its next due time. A
+        pending wake-up is set no later than the due time last worked out; while
+        ``tick_due_version`` stands still the due time has not moved earlier, so it stays."""
         rm = self.rm
         if rm is None or not self.alive:
             return
-        due = max(rm.next_tick_due_ms(), self.loop.now)
+        version = rm.tick_due_version()
+        if self._tick_timer is not None and version == self._tick_version:
+            return
+        self._tick_version = version
+        due = rm.next_tick_due_ms()
+        now = self.loop.now
+        if due < now:
+            due = now
         if self._tick_timer is not None:
             if self._tick_at <= due:
                 return

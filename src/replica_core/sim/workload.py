@@ -43,8 +43,8 @@ from replica_core.replication.messages import (
     FetchRequest,
     TopicPartition,
 )
-from replica_core.sim.broker import ConsumerFetch, ProduceRequest, is_failure
-from replica_core.sim.cluster import ProduceHandle
+from replica_core.sim.broker import CONTROLLER_NODE, ConsumerFetch, ProduceRequest, is_failure
+from replica_core.sim.cluster import MetadataRequest, ProduceHandle
 from replica_core.sim.invariants import records_digest, scan_log
 from replica_core.sim.producer_config import INT32_MAX, ProducerSettings, producer_settings
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
@@ -172,9 +172,6 @@ class Producer:
         """Ask the controller for the leaders (one request at a time)."""
         if self.metadata == "controller" or self._metadata_in_flight:
             return
-        from replica_core.sim.broker import CONTROLLER_NODE
-        from replica_core.sim.cluster import MetadataRequest
-
         self._metadata_in_flight = True
 
         def on_answer(answer: Any) -> None:

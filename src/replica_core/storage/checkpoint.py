@@ -331,7 +331,11 @@ class LeaderEpochCheckpointFile(CheckpointFile[tuple[int, int]]):
 
     def encode(self, entries: Iterable[tuple[int, int]]) -> bytes:
         """As :meth:`CheckpointFile.encode`, in one format call per entry (``%d`` writes what
-        ``int`` of the number does)."""
+        ``int`` of the number does); a list of one entry (a cache's first epoch, written by a
+        new log's first append) in one call."""
+        if type(entries) is list and len(entries) == 1:
+            epoch, start = entries[0]
+            return b"%d\n1\n%d %d\n" % (self.version, epoch, start)
         body = [b"%d %d\n" % (epoch, start) for epoch, start in entries]
         if len(body) == 1:  # the common cache: one epoch
             return b"%d\n1\n%b" % (self.version, body[0])

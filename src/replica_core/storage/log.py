@@ -165,9 +165,6 @@ class TimestampAndOffset(NamedTuple):
 
 def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
     """The partition's leader epoch cache; a corrupt checkpoint is reset (returned warning)."""
-    from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
-    from replica_core.storage.leader_epoch import LeaderEpochCache
-
     path = _join(dir, LEADER_EPOCH_CHECKPOINT_FILE)
     checkpoint = LeaderEpochCheckpointFile(medium, path)
     try:

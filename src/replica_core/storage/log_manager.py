@@ -31,7 +31,11 @@ from replica_core.errors import (
     InvalidConfigurationError,
     KafkaStorageError,
 )
-from replica_core.storage.checkpoint import OffsetCheckpointContent, OffsetCheckpointFile
+from replica_core.storage.checkpoint import (
+    CleanShutdownFile,
+    OffsetCheckpointContent,
+    OffsetCheckpointFile,
+)
 from replica_core.storage.config import SegmentJitter
 from replica_core.storage.loader import RecoveryReport
 from replica_core.storage.log import (
@@ -247,13 +251,9 @@ class LogManager:
         return epoch
 
     def _marker(self, log_dir: str) -> Any:
-        from replica_core.storage.checkpoint import CleanShutdownFile
-
         return CleanShutdownFile(self.medium, log_dir)
 
     def _read_checkpoint(self, log_dir: str, name: str, load: LogDirLoad) -> dict[TopicPartition, int]:
-        from replica_core.storage.checkpoint import OffsetCheckpointFile
-
         path = os.path.join(log_dir, name)
         if not self.medium.exists(path):
             return {}

@@ -112,6 +112,8 @@ NO_TIMESTAMP = -1  # RecordBatch.NO_TIMESTAMP
 INT32_MAX = 2**31 - 1
 
 NUM_BATCHES_TO_RETAIN = 5  # ProducerStateEntry.NUM_BATCHES_TO_RETAIN
+# the empty batch_metadata every entry starts from (copied, never changed itself)
+_NO_BATCHES: deque[Any] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000  # producer.id.expiration.ms (TransactionLogConfig)
 DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS = 600_000  # producer.id.expiration.check.interval.ms
 DEFAULT_MAX_TRANSACTION_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms
@@ -287,7 +289,9 @@ class ProducerStateEntry:
         self.coordinator_epoch = coordinator_epoch
         self.last_timestamp = last_timestamp
         self.current_txn_first_offset = current_txn_first_offset
-        self.batch_metadata: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        # a copy of the empty template: the same empty deque bounded at NUM_BATCHES_TO_RETAIN,
+        # without the constructor's keyword call (a new producer's first batch makes one)
+        self.batch_metadata: deque[BatchMetadata] = _NO_BATCHES.copy()
         if first_batch is not None:
             self.batch_metadata.append(first_batch)
 

@@ -23,6 +23,7 @@ from replica_core.errors import (
     KafkaStorageError,
     LogSegmentOffsetOverflowError,
 )
+from replica_core.storage.index import OffsetIndex, TimeIndex
 
 # --- file names (LogFileUtils) -------------------------------------------------------------
 LOG_FILE_SUFFIX = ".log"
@@ -161,6 +162,7 @@ class TimestampOffset(NamedTuple):
 
 
 _NO_TIMESTAMP_AT_0 = TimestampOffset(NO_TIMESTAMP, 0)  # an empty segment's, at base 0 (shared)
+_LOG_NAME_AT_0 = f"/{0:020d}{LOG_FILE_SUFFIX}"  # "/" and the .log name of a segment at base 0
 
 
 class SegmentRecovery(NamedTuple):
@@ -301,8 +303,11 @@ class LogSegment:
         index_files_preallocated=True, created_ms=created_ms)`` builds — a new log's first
         segment, its files made by the log, no roll jitter, no suffix — with the fields set
         in one step (the first append to most partitions builds one)."""
-        path = f"{dir}/{base_offset:020d}{LOG_FILE_SUFFIX}" \
-            if type(dir) is str and dir and dir[-1] != "/" else log_file_path(dir, base_offset)
+        if type(dir) is str and dir and dir[-1] != "/":
+            path = dir + _LOG_NAME_AT_0 if base_offset == 0 and type(base_offset) is int \
+                else f"{dir}/{base_offset:020d}{LOG_FILE_SUFFIX}"
+        else:
+            path = log_file_path(dir, base_offset)
         try:
             log_file = medium.open(path)
         except FileNotFoundError:
@@ -398,8 +403,6 @@ class LogSegment:
     @property
     def offset_index(self) -> Any:
         if self._offset_index is None:
-            from replica_core.storage.index import OffsetIndex
-
             self._offset_index = OffsetIndex(
                 self.medium, self.offset_index_path, self.base_offset, self.max_index_size,
                 preallocated=self._indexes_preallocated,
@@ -409,8 +412,6 @@ class LogSegment:
     @property
     def time_index(self) -> Any:
         if self._time_index is None:
-            from replica_core.storage.index import TimeIndex
-
             self._time_index = TimeIndex(
                 self.medium, self.time_index_path, self.base_offset, self.max_index_size,
                 preallocated=self._indexes_preallocated,
@@ -837,8 +838,6 @@ class LogSegment:
         written in one write per file. The index objects are built over the handles that wrote
         them (what opening the files again gives: every entry in the file, the last one known),
         as Kafka's recovery leaves its indexes loaded."""
-        from replica_core.storage.index import OffsetIndex, TimeIndex
-
         medium = self.medium
         self.drop_indexes()
         self._indexes_preallocated = False  # the files hold these entries now
