@@ -339,16 +339,12 @@ class ReplicaManager:
         """(leader epoch, HW, LEO) of ``tp`` when it is led here with a local log, else None:
         what a check of a leader's HW against its LEO reads, in one lookup."""
         p = self._partitions.get(tp)  # type: ignore[arg-type]
-        # Partition.is_leader, then Partition.high_watermark for a leader's row, in line:
-        # the invariant checker asks this for every partition of every fetch answer
-        if p is None or p.leader_id != p.broker_id:
+        if p is None or not p.is_leader:
             return None
         log = p.log
         if log is None:
             return None
-        row = p.row
-        return (p.leader_epoch, p.table.hw.item(row) if row >= 0 else int(log.high_watermark),
-                log.log_end_offset)
+        return p.leader_epoch, p.high_watermark, log.log_end_offset
 
     def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
         p = self._partitions.get(tp)  # type: ignore[arg-type]
@@ -877,7 +873,7 @@ class ReplicaManager:
                                              else Errors.UNKNOWN_LEADER_EPOCH))
                 continue
             log = partition.log
-            if log is None or (fetch_only_leader and partition.leader_id != partition.broker_id):
+            if log is None or (fetch_only_leader and not partition.is_leader):
                 results.append(LogReadResult(tp, Errors.NOT_LEADER_OR_FOLLOWER))
                 continue
             fetch_offset = info.fetch_offset
