@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from conftest import patch_method
 from fetcher_cluster import TP, FetcherCluster
 
 from replica_core.errors import Errors, FencedLeaderEpochError, UnknownTopicOrPartitionError
@@ -14,6 +15,7 @@ from replica_core.fetcher import (
     fetcher_id,
     initial_fetch_offset,
 )
+from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
 from replica_core.replication.messages import (
     FetchPartition,
     FetchPartitionResponse,
@@ -22,6 +24,8 @@ from replica_core.replication.messages import (
     OffsetsForLeaderEpochRequest,
     TopicPartition,
 )
+from replica_core.replication.partition import ISOLATION_HIGH_WATERMARK
+from replica_core.replication.replica_manager import FetchParams
 
 pytestmark = pytest.mark.usefixtures("fetcher_transport")
 
@@ -230,3 +234,39 @@ def test_fetcher_config_from_properties_and_replica_config():
     c = FetcherCluster((0, 1), replica_fetch_backoff_ms=70, replica_fetch_wait_max_ms=9)
     cfg = FetcherConfig.of(c.config)
     assert (cfg.backoff_ms, cfg.wait_max_ms, cfg.response_max_bytes) == (70, 9, 10_485_760)
+
+
+def test_a_follower_wakes_fetches_parked_on_a_new_hw_after_its_round(monkeypatch):
+    """A fetch parked on a follower that reads up to the HW (a follower read, KIP-392) waits
+    for the follower's HW. The fetcher adopts the leader's HW while processing the answer and
+    only collects the partition (``partitionsWithNewHighWatermark``); the parked fetch is
+    completed once the round is done (ReplicaFetcherThread.doWork →
+    completeDelayedFetchRequests), not while the answer is processed."""
+    c = FetcherCluster((0, 1))
+    c.leader_and_isr(leader=0, isr=[0, 1], replicas=[0, 1])
+    c.produce(values=[b"a", b"b"])
+    c.step()                     # broker 1 holds the batch
+    c.step([1])                  # its fetch at offset 2 moves the leader's HW (answered with 0)
+    assert (c.log(1).log_end_offset, c.log(1).high_watermark, c.log(0).high_watermark) == (2, 0, 2)
+    rm1 = c.rm(1)
+    got: list = []
+    params = FetchParams(-1, -1, 1000, 1, 1 << 20, ISOLATION_HIGH_WATERMARK,
+                         fetch_only_leader=False)
+    info = FetchPartition(TP, 0, 1 << 20)
+    [read] = rm1._read_from_log(params, [info], read_from_purgatory=False)
+    assert read.error == Errors.NONE and read.size == 0  # nothing below HW 0
+    op = DelayedFetch(params, [(TP, FetchPartitionStatus(read.fetch_offset_metadata, info))],
+                      rm1, got.append)
+    assert not rm1.fetch_purgatory.try_complete_else_watch(op, [TP])
+    at_completion: list[tuple[int, int]] = []
+    real = type(rm1).complete_delayed_fetch_requests
+
+    def complete(tps):
+        at_completion.append((len(got), c.log(1).high_watermark))
+        real(rm1, tps)
+
+    patch_method(monkeypatch, rm1, "complete_delayed_fetch_requests", complete)
+    c.step([1])                  # this answer carries HW 2
+    assert at_completion == [(0, 2)]             # still parked when the round was done
+    assert op.is_completed and len(got) == 1
+    assert got[0].partitions[0].high_watermark == 2 and len(got[0].partitions[0].records) > 0

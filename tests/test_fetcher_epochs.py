@@ -9,9 +9,9 @@ import pytest
 from conftest import patch_method
 from fetcher_cluster import TP, FetcherCluster
 
-from replica_core.errors import Errors
+from replica_core.errors import Errors, KafkaStorageError
 from replica_core.fetcher import FETCHING, TRUNCATING, InitialFetchState
-from replica_core.replication.messages import EpochEndOffset
+from replica_core.replication.messages import EpochEndOffset, TopicPartition
 
 pytestmark = pytest.mark.usefixtures("fetcher_transport")
 
@@ -217,6 +217,45 @@ def test_log_without_epoch_truncates_to_its_high_watermark():
     c.leader_and_isr(leader=0, to=[0], leader_epoch=1)
     c.step([1], rounds=2)
     assert c.values(1) == [b"a", b"b", b"c", b"d", b"e"]
+
+
+def test_logs_without_epochs_truncate_to_their_high_watermarks_in_one_pass(monkeypatch):
+    """Several Truncating partitions without an epoch (§4.7): one ``maybe_truncate`` cuts each
+    log to its HW and leaves it Fetching there, and tells the truncation listener once, in the
+    fair order, of the partitions it truncated; a partition whose cut fails is marked failed
+    (``doTruncate``) and the others are truncated all the same."""
+    tps = [TopicPartition("t", i) for i in range(3)]
+    c = FetcherCluster((0, 1))
+    for tp in tps:
+        c.leader_and_isr(tp, leader=0)
+        for v in (b"a", b"b", b"c"):
+            c.produce(tp, values=[v])
+    c.step([1], rounds=3)
+    for tp in tps:
+        c.produce(tp, values=[b"d"])
+        c.produce(tp, values=[b"e"])
+    c.step([1])
+    for tp in tps:
+        assert (c.log(1, tp).log_end_offset, c.log(1, tp).high_watermark) == (5, 3)
+        c.log(1, tp).leader_epoch_cache.clear_and_flush()
+        c.leader_and_isr(tp, leader=0, to=[1], leader_epoch=1)
+    f = c.fetcher(1)
+    assert [f.fetch_state(tp).state for tp in tps] == [TRUNCATING] * 3
+    told: list[list[TopicPartition]] = []
+    f.truncation_listener = lambda truncated: told.append(list(truncated))
+
+    def broken_cut(offset: int) -> None:
+        raise KafkaStorageError("disk gone")
+
+    patch_method(monkeypatch, c.rm(1).partition(tps[1]), "truncate_to", broken_cut)
+    f.maybe_truncate()
+    assert told == [[tps[0], tps[2]]]
+    for tp in (tps[0], tps[2]):
+        assert c.log(1, tp).log_end_offset == 3
+        st = f.fetch_state(tp)
+        assert (st.state, st.fetch_offset, st.last_fetched_epoch) == (FETCHING, 3, None)
+    assert tps[1] in f.failed_partitions and f.fetch_state(tps[1]) is None
+    assert c.log(1, tps[1]).log_end_offset == 5
 
 
 def kip101_scenario1(truncation: str) -> tuple[FetcherCluster, list]:

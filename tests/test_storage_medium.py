@@ -820,8 +820,9 @@ def test_sparse_memory_file_matches_a_dense_model(ops):
 
 def test_memory_read_bytes_reads_what_a_handle_reads(mem):
     """MemoryMedium.read_bytes answers a made file from its inode (no handle): the same bytes a
-    handle reads, a hole as zeros; a file of a pending directory, a path to normalise, a
-    directory and a missing file take the handle's way and its errors."""
+    handle reads, a hole as zeros; a file of a pending directory from its listed length
+    without making the directory; a path to normalise, a directory and a missing file take the
+    handle's way and its errors."""
     with mem.open("/d/f", create=True) as f:
         f.append(b"abc")
         f.truncate(9)  # a hole after the written bytes
@@ -831,8 +832,9 @@ def test_memory_read_bytes_reads_what_a_handle_reads(mem):
     assert mem.read_bytes("/d/./f") == by_handle
     mem.create_dir_with_files("/d/p", (("a", 0), ("b", 5)))
     assert "/d/p" in mem._pending
-    assert mem.read_bytes("/d/p/b") == bytes(5) and "/d/p" not in mem._pending
-    assert mem.read_bytes("/d/p/a") == b""
+    assert mem.read_bytes("/d/p/b") == bytes(5) and "/d/p" in mem._pending
+    assert mem.read_bytes("/d/p/a") == b"" and "/d/p" in mem._pending
+    assert mem.read_bytes("/d/./p/b") == bytes(5) and "/d/p" not in mem._pending
     with pytest.raises(FileNotFoundError):
         mem.read_bytes("/d/missing")
     with pytest.raises(IsADirectoryError):

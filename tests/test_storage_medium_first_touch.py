@@ -31,8 +31,8 @@ def _path(way: str, d: int, name: str | None = None) -> str:
     return base if name is None else f"{base}/{name}"
 
 
-def _new(way: str) -> MemoryMedium:
-    m = MemoryMedium()
+def _new(way: str, persist: bool = False) -> MemoryMedium:
+    m = MemoryMedium(fsync_persists_name=persist)
     m.makedirs(ROOT)
     return m
 
@@ -71,6 +71,18 @@ def _apply(m: MemoryMedium, way: str, op: tuple, handles: list, seen: list) -> N
     elif kind == "durable":
         seen.append(("durable", m.durable_bytes(_path(way, d, EPOCH)),
                      m.durable_size(_path(way, d, LOG))))
+    elif kind == "read":
+        seen.append(("read", m.read_bytes(_path(way, d, EPOCH)),
+                     m.read_bytes(_path(way, d, INDEX))[:16]))
+    elif kind == "list":
+        seen.append(("list", m.listdir(_path(way, d))))
+    elif kind == "ckpt_index":  # an atomic write over a file perhaps opened already
+        m.write_atomic(_path(way, d, INDEX), data[:16])
+    elif kind == "rm_index":
+        if m.exists(_path(way, d, INDEX)):
+            m.remove(_path(way, d, INDEX))
+    elif kind == "rmtree":
+        m.rmtree(_path(way, d))
     else:  # a power failure mid-sequence: every handle closes
         m.crash("power")
     seen.append(("closed", [f.closed for f in handles]))
@@ -86,11 +98,11 @@ def _state(m: MemoryMedium) -> list:
     return [out, sorted(m._durable), [(q, m.listdir(q)) for q in dirs]]
 
 
-def _run(ops: list, torn: TornWrite | None, seed: int) -> list:
+def _run(ops: list, torn: TornWrite | None, seed: int, persist: bool = False) -> list:
     """Each way's observations, end state, and (with ``torn``) what a power failure kept."""
     results = []
     for way in WAYS:
-        m, handles, seen = _new(way), [], []
+        m, handles, seen = _new(way, persist), [], []
         for op in ops:
             try:
                 _apply(m, way, op, handles, seen)
@@ -107,17 +119,40 @@ def _run(ops: list, torn: TornWrite | None, seed: int) -> list:
 
 _ops = st.lists(st.tuples(
     st.sampled_from(["mk", "mk", "epoch", "append", "append", "view", "index", "flush", "sync",
-                     "exists", "durable", "power"]),
+                     "exists", "durable", "power", "read", "list", "ckpt_index", "rm_index",
+                     "rmtree"]),
     st.integers(0, 2), st.integers(0, 3 * PAGE_SIZE)), max_size=20)
 
 
 @settings(max_examples=60, deadline=None)
-@given(ops=_ops, seed=st.integers(0, 2**16))
-def test_first_touch_fast_paths_match_the_general_paths(ops, seed):
+@given(ops=_ops, seed=st.integers(0, 2**16), persist=st.booleans())
+def test_first_touch_fast_paths_match_the_general_paths(ops, seed, persist):
+    """``persist``: a file fsync makes its name durable too (``fsync_persists_name``)."""
     for torn in (None, TornWrite.SUBSET, TornWrite.PREFIX):
-        fast, normalise, stepwise = _run(ops, torn, seed)
+        fast, normalise, stepwise = _run(ops, torn, seed, persist)
         assert fast == normalise
         assert fast == stepwise
+
+
+@pytest.mark.parametrize("persist", [False, True])
+@pytest.mark.parametrize("then", ["read", "list", "ckpt_index", "rm_index", "flush", "sync",
+                                  "durable", "power", "rmtree", "epoch", "index"])
+@pytest.mark.parametrize("epoch_first", [False, True])
+def test_first_open_makes_one_file_and_the_rest_as_before(epoch_first, then, persist):
+    """A new directory's log opened and appended to (its epoch checkpoint written first, or
+    not), then one more step: the log file alone is made by the open, and all three ways agree
+    on everything after the step and after a torn power failure."""
+    ops = [("mk", 0, 0)] + ([("epoch", 0, 8)] if epoch_first else []) + [
+        ("append", 0, 100), (then, 0, 40), ("append", 0, 50)]
+    m = _new("fast", persist)
+    for op in ops[:-2]:
+        _apply(m, "fast", op, [], [])
+    d = _path("fast", 0)
+    assert d in m._pending and set(m._files) == {f"{d}/{LOG}"}
+    assert m.untouched_files(d) is None and m.untouched_files(d, written=EPOCH) is None
+    for torn in (None, TornWrite.SUBSET):
+        fast, normalise, stepwise = _run(ops, torn, 5, persist)
+        assert fast == normalise == stepwise
 
 
 @pytest.mark.parametrize("torn", [TornWrite.SUBSET, TornWrite.PREFIX])

@@ -199,7 +199,9 @@ def test_deferred_parts_are_built_as_they_would_have_been():
     assert seg._offset_index is None and seg._time_index is None  # still deferred
     lg.append_as_leader(_batch(), leader_epoch=0)  # below index.interval.bytes: no entry
     assert seg._offset_index is None and seg._time_index is None  # so still deferred
-    assert medium.exists(seg.offset_index_path) and "/data/t-0" not in medium._pending
+    # the directory stays pending, its log file made alone (the first open), the indexes not
+    assert medium.exists(seg.offset_index_path) and "/data/t-0" in medium._pending
+    assert seg.log_path in medium._files and seg.offset_index_path not in medium._files
     assert seg.offset_index.entries == 0 and seg.time_index.entries == 0
     assert seg.offset_index.max_entries == 512 and seg.time_index.max_entries == 341
 

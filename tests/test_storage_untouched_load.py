@@ -48,12 +48,17 @@ def _report(lg: Log) -> dict:
 
 
 def _run(long_way: bool, start: int, recovery_point: int, log_start: int, crash: str | None,
-         reload_cfg: LogConfig = CFG) -> tuple[bool, tuple]:
+         reload_cfg: LogConfig = CFG, epochs: tuple = ()) -> tuple[bool, tuple]:
     medium = MemoryMedium()
     medium.makedirs("/data")
     clock = ManualClock(T0)
-    Log.open(DIR, CFG, medium=medium, clock=clock, log_start_offset=start,
-             recovery_point=start, had_clean_shutdown=False)
+    created = Log.open(DIR, CFG, medium=medium, clock=clock, log_start_offset=start,
+                       recovery_point=start, had_clean_shutdown=False)
+    for entry in epochs:  # the epoch checkpoint written (a new leader's first epoch), or raw
+        if isinstance(entry, bytes):
+            medium.write_atomic(f"{DIR}/leader-epoch-checkpoint", entry)
+        else:
+            created.leader_epoch_cache.assign(*entry)
     if crash is not None:
         medium.crash(crash)
     clock.advance(1000)
@@ -89,6 +94,79 @@ def test_untouched_directory_loads_as_the_long_way_leaves_it(start, recovery_poi
     assert (report["segments_loaded"], report["recovered_segments"], report["had_clean_shutdown"],
             report["log_end_offset"], report["recovery_point"]) == (
         1, [start], False, start, min(recovery_point, start))
+
+
+# epochs written into the pending directory before the crash: loading trims them to the empty
+# log (truncate_from_end of its end offset, then truncate_from_start of the log start
+# checkpoint), rewriting the checkpoint when that changes them
+# case -> (what is written, the epochs loading leaves at log start checkpoints 0, 3 and 7)
+BELOW = {0: [(2, 3)], 3: [(2, 3)], 7: [(2, 7)]}
+EPOCH_CASES = {
+    "first epoch at the log end": (((3, 7),), {}),
+    "two epochs, one below the log end": (((2, 3), (5, 7)), BELOW),
+    "epoch below the log end only": (((2, 3),), BELOW),
+    "written twice": (((2, 7), (4, 7)), {}),
+    "empty checkpoint written": ((b"0\n0\n",), {}),
+}
+
+
+@pytest.mark.parametrize("crash", [None, "process"])
+@pytest.mark.parametrize("log_start", [0, 3, 7])
+@pytest.mark.parametrize("case", sorted(EPOCH_CASES))
+def test_directory_with_written_epochs_loads_as_the_long_way_leaves_it(case, log_start, crash):
+    """A directory whose only change since it was made is its epoch checkpoint (written any
+    number of times) takes the short way too: the same log, report, epochs and files (the
+    checkpoint as the long way rewrites it, every name durable by the write's sync)."""
+    epochs, left = EPOCH_CASES[case]
+    short, fast = _run(False, 7, 7, log_start, crash, epochs=epochs)
+    long_way, reference = _run(True, 7, 7, log_start, crash, epochs=epochs)
+    assert short and not long_way
+    assert fast == reference
+    assert fast[1][4] == left.get(log_start, [])
+
+
+@pytest.mark.parametrize("raw", [b"garbage", b"0\n1\n-1 0\n"])
+def test_unreadable_epoch_checkpoint_takes_the_long_way(raw):
+    """A written checkpoint that does not read (the long way resets it and warns): loaded the
+    long way, the same either way."""
+    short, fast = _run(False, 0, 0, 0, "process", epochs=(raw,))
+    _, reference = _run(True, 0, 0, 0, "process", epochs=(raw,))
+    assert not short
+    assert fast == reference
+    assert any("leader-epoch-checkpoint unreadable" in w for w in fast[0]["warnings"])
+
+
+def test_read_bytes_of_a_pending_directory_keeps_it_pending():
+    """Reading a file of a pending directory answers its bytes (a write's, else zeros of its
+    listed length) without making the directory."""
+    medium = MemoryMedium()
+    medium.makedirs("/r")
+    medium.create_dir_with_files("/r/p", PENDING_FILES)
+    medium.write_atomic("/r/p/ckpt", b"0\n1\n0 0\n")
+    assert medium.read_bytes("/r/p/ckpt") == b"0\n1\n0 0\n"
+    assert medium.read_bytes("/r/p/00.index") == bytes(4096)
+    assert medium.read_bytes("/r/p/00.log") == b""
+    assert "/r/p" in medium._pending
+    with pytest.raises(FileNotFoundError):
+        medium.read_bytes("/r/p/absent")
+
+
+def test_untouched_files_with_a_written_name():
+    """``written`` admits writes to that one file only."""
+    medium = MemoryMedium()
+    medium.makedirs("/r")
+    medium.create_dir_with_files("/r/p", PENDING_FILES)
+    assert medium.untouched_files("/r/p", written="ckpt") == PENDING_FILES
+    medium.write_atomic("/r/p/ckpt", b"0\n0\n")
+    assert medium.untouched_files("/r/p") is None
+    assert medium.untouched_files("/r/p", written="00.log") is None
+    assert medium.untouched_files("/r/p", written="ckpt") == PENDING_FILES
+    medium.write_atomic("/r/p/00.index", b"")
+    assert medium.untouched_files("/r/p", written="ckpt") is None
+    medium.read_bytes("/r/p/ckpt")
+    assert "/r/p" in medium._pending
+    medium.listdir("/r/p")
+    assert medium.untouched_files("/r/p", written="ckpt") is None
 
 
 @pytest.mark.parametrize(("cfg", "log_start"), [(OTHER_INDEX, 0), (CFG, 5)])

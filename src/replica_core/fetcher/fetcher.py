@@ -23,7 +23,7 @@ Truncation modes (``truncation=``):
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -401,9 +401,10 @@ class ReplicaFetcher:
         self._in_flight: _InFlight | None = None
         self._sending = False
         self.running = True
-        self.truncation_listener: Callable[[TopicPartition], None] | None = None
-        """Told of every partition this fetcher truncated (observers such as the simulator's
-        invariant checker)."""
+        self.truncation_listener: Callable[[Sequence[TopicPartition]], None] | None = None
+        """Told of the partitions this fetcher truncated (observers such as the simulator's
+        invariant checker), right after each truncation or, for a pass over several partitions
+        (truncation to the high watermark), once after the pass, in truncation order."""
         self.wakeup: Callable[[], None] | None = None
         """Called when an answer arrives later than its send (a parked fetch completed, a
         network delivered it): whoever drives the fetcher should run :meth:`do_work` soon."""
@@ -572,18 +573,25 @@ class ReplicaFetcher:
             self.partitions_with_new_high_watermark.clear()
 
     # -- truncation -----------------------------------------------------------------------------
-    def _truncating_partitions(self) -> tuple[dict[TopicPartition, OffsetForLeaderPartition],
-                                              list[TopicPartition]]:
+    def _truncating_partitions(self) -> tuple[
+            dict[TopicPartition, OffsetForLeaderPartition],
+            list[tuple[TopicPartition, PartitionFetchState]]]:
         """``fetchTruncatingPartitions``: Truncating partitions with a latest epoch (ask the
-        leader) and without one (truncate to the high watermark)."""
+        leader) and, with their states, those without one (truncate to the high watermark)."""
         with_epochs: dict[TopicPartition, OffsetForLeaderPartition] = {}
-        without: list[TopicPartition] = []
-        for tp, state in self.partition_states.truncating_items(self.clock.milliseconds()):
-            epoch = self._local.latest_epoch(tp) if self.uses_leader_epochs else None
+        without: list[tuple[TopicPartition, PartitionFetchState]] = []
+        items = self.partition_states.truncating_items(self.clock.milliseconds())
+        if not self.uses_leader_epochs:
+            return with_epochs, items  # no epoch is used: every one truncates to its HW
+        latest_epoch = self._local.latest_epoch
+        for item in items:
+            tp = item[0]
+            epoch = latest_epoch(tp)
             if epoch is not None:
-                with_epochs[tp] = OffsetForLeaderPartition(tp, epoch, state.current_leader_epoch)
+                with_epochs[tp] = OffsetForLeaderPartition(tp, epoch,
+                                                           item[1].current_leader_epoch)
             else:
-                without.append(tp)
+                without.append(item)
         return with_epochs, without
 
     def maybe_truncate(self) -> None:
@@ -593,7 +601,7 @@ class ReplicaFetcher:
             return  # the common round: nothing to select
         with_epochs, without = self._truncating_partitions()
         if without:
-            self.truncate_to_high_watermark(without)
+            self._truncate_to_fetch_offsets(without)
         if with_epochs:
             request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
             # a failed request errors every partition (retried after the backoff)
@@ -627,45 +635,65 @@ class ReplicaFetcher:
                 continue
             if state is not None and sent.current_leader_epoch == state.current_leader_epoch:
                 current[tp] = answer
-        fetch_offsets, errors = self._maybe_truncate_to_epoch_end_offsets(current, requested)
+        truncated, errors = self._maybe_truncate_to_epoch_end_offsets(current, requested)
         self._delay_partitions(errors, self.config.backoff_ms)
-        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(truncated)
 
     def _truncate_on_fetch_response(self, diverging: Mapping[TopicPartition, EpochEndOffset]
                                     ) -> None:
         """Truncation driven by diverging-epoch fetch answers (§4.6, ``truncateOnFetchResponse``)."""
-        fetch_offsets, errors = self._maybe_truncate_to_epoch_end_offsets(diverging, {})
+        truncated, errors = self._maybe_truncate_to_epoch_end_offsets(diverging, {})
         self._delay_partitions(errors, self.config.backoff_ms)
-        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(truncated)
 
     def truncate_to_high_watermark(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """``truncateToHighWatermark``: truncate to the fetch offset, which for a partition in this
         state is the local HW it started from; the partition then fetches (§4.7). ``tps`` defaults
         to the Truncating partitions without an epoch."""
         if tps is None:
-            tps = self._truncating_partitions()[1]
-        fetch_offsets: dict[TopicPartition, OffsetTruncationState] = {}
-        state_value = self.partition_states.state_value
-        do_truncate = self._do_truncate
+            items = self._truncating_partitions()[1]
+        else:
+            state_value = self.partition_states.state_value
+            items = [(tp, state) for tp in tps if (state := state_value(tp)) is not None]
+        self._truncate_to_fetch_offsets(items)
+
+    def _truncate_to_fetch_offsets(self, items: list[tuple[TopicPartition, PartitionFetchState]]
+                                   ) -> None:
+        """:meth:`truncate_to_high_watermark` of ``(partition, its current state)`` pairs: each
+        log truncated to the state's fetch offset (``doTruncate``: a failure marks the partition
+        failed), the truncation listener told once of those truncated (in order), then their
+        states updated as for any complete truncation."""
         info = log.isEnabledFor(logging.INFO)
-        for tp in tps:
-            state = state_value(tp)
-            if state is None:
+        following = self.partition_states.partition_set()  # (one failed below leaves it)
+        truncate = self._truncate
+        done: list[tuple[TopicPartition, int, bool]] = []
+        for tp, state in items:
+            if tp not in following:
                 continue
-            ts = OffsetTruncationState(state.fetch_offset, True)
+            offset = state.fetch_offset
             if info:
-                log.info("%s: truncating %s to its high watermark %d", self.name, tp, ts.offset)
-            if do_truncate(tp, ts):
-                fetch_offsets[tp] = ts
-        self._update_fetch_offset_and_maybe_mark_truncation_complete(fetch_offsets)
+                log.info("%s: truncating %s to its high watermark %d", self.name, tp, offset)
+            try:
+                truncate(tp, offset)
+            except Exception:
+                log.exception("%s: failed to truncate %s at %d", self.name, tp, offset)
+                self._mark_partition_failed(tp)
+                continue
+            done.append((tp, offset, True))
+        if not done:
+            return
+        if self.truncation_listener is not None:
+            self.truncation_listener([item[0] for item in done])
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(done)
 
     def _maybe_truncate_to_epoch_end_offsets(
         self, fetched: Mapping[TopicPartition, EpochEndOffset],
         requested: Mapping[TopicPartition, OffsetForLeaderPartition],
-    ) -> tuple[dict[TopicPartition, OffsetTruncationState], list[TopicPartition]]:
+    ) -> tuple[list[tuple[TopicPartition, int, bool]], list[TopicPartition]]:
         """Per answer: NONE → truncate to the §4.5 point; FENCED → ``onPartitionFenced``;
-        any other error → retry after the backoff."""
-        fetch_offsets: dict[TopicPartition, OffsetTruncationState] = {}
+        any other error → retry after the backoff. Returns the truncations made (partition,
+        point, complete) and the partitions to back off."""
+        truncated: list[tuple[TopicPartition, int, bool]] = []
         errors: list[TopicPartition] = []
         for tp, answer in fetched.items():
             if tp not in self.partition_states:
@@ -674,7 +702,7 @@ class ReplicaFetcher:
                 ts = self._offset_truncation_state(tp, answer)
                 log.info("%s: truncating %s to %s for leader answer %s", self.name, tp, ts, answer)
                 if self._do_truncate(tp, ts):
-                    fetch_offsets[tp] = ts
+                    truncated.append((tp, ts.offset, ts.complete))
             elif answer.error_code == Errors.FENCED_LEADER_EPOCH:
                 sent = requested.get(tp)
                 if self._on_partition_fenced(tp, sent.current_leader_epoch if sent else None):
@@ -683,7 +711,7 @@ class ReplicaFetcher:
                 log.info("%s: retrying epoch request for %s after %s", self.name, tp,
                          _error_name(answer.error_code))
                 errors.append(tp)
-        return fetch_offsets, errors
+        return truncated, errors
 
     def _offset_truncation_state(self, tp: TopicPartition, answer: EpochEndOffset
                                  ) -> OffsetTruncationState:
@@ -697,27 +725,28 @@ class ReplicaFetcher:
     def _do_truncate(self, tp: TopicPartition, ts: OffsetTruncationState) -> bool:
         """Truncate the local log; a failure marks the partition failed (``doTruncate``)."""
         try:
-            self._truncate(tp, ts)
+            self._truncate(tp, ts.offset)
             if self.truncation_listener is not None:
-                self.truncation_listener(tp)
+                self.truncation_listener((tp,))
             return True
         except Exception:
             log.exception("%s: failed to truncate %s at %d", self.name, tp, ts.offset)
             self._mark_partition_failed(tp)
             return False
 
-    def _truncate(self, tp: TopicPartition, ts: OffsetTruncationState) -> None:
+    def _truncate(self, tp: TopicPartition, offset: int) -> None:
         """``ReplicaFetcherThread.truncate`` (warns when cutting below the local HW)."""
-        hw = self._local.truncate(tp, ts.offset)
-        if ts.offset < hw:
+        hw = self._local.truncate(tp, offset)
+        if offset < hw:
             log.warning("%s: truncated %s to %d, below its high watermark %d",
-                        self.name, tp, ts.offset, hw)
+                        self.name, tp, offset, hw)
 
     def _update_fetch_offset_and_maybe_mark_truncation_complete(
-            self, fetch_offsets: Mapping[TopicPartition, OffsetTruncationState]) -> None:
-        """After truncating: fetch offset := truncation point, last fetched epoch := the log's
-        latest epoch, Fetching if truncation-on-fetch or truncation complete, else stay Truncating
-        for another epoch round (KIP-279).
+            self, truncated: Iterable[tuple[TopicPartition, int, bool]]) -> None:
+        """After truncating (``(partition, truncation point, complete)`` each): fetch offset :=
+        truncation point, last fetched epoch := the log's latest epoch, Fetching if
+        truncation-on-fetch or truncation complete, else stay Truncating for another epoch round
+        (KIP-279).
 
         Kafka rebuilds its map here with ``set`` (which regroups partitions by topic); the states
         are updated in place instead, keeping each partition's position.
@@ -725,14 +754,14 @@ class ReplicaFetcher:
         states = self.partition_states
         truncate_on_fetch = self.truncate_on_fetch
         latest_epoch = self._local.latest_epoch if self.uses_leader_epochs else None
-        for tp, ts in fetch_offsets.items():
+        for tp, offset, complete in truncated:
             current = states.state_value(tp)
             if current is None:
                 continue
             # current.updated(fetch_offset=, state=, last_fetched_epoch=), field by field
             states.update(tp, PartitionFetchState(
-                ts.offset, current.lag, current.current_leader_epoch, current.delay_until_ms,
-                FETCHING if (truncate_on_fetch or ts.complete) else TRUNCATING,
+                offset, current.lag, current.current_leader_epoch, current.delay_until_ms,
+                FETCHING if (truncate_on_fetch or complete) else TRUNCATING,
                 latest_epoch(tp) if latest_epoch is not None else None, current.topic_id))
 
     def _on_partition_fenced(self, tp: TopicPartition, request_epoch: int | None) -> bool:
@@ -772,9 +801,9 @@ class ReplicaFetcher:
         if leader_end < replica_end:
             log.warning("%s: resetting %s from %d to the leader's end offset %d",
                         self.name, tp, replica_end, leader_end)
-            self._truncate(tp, OffsetTruncationState(leader_end, True))
+            self._truncate(tp, leader_end)
             if self.truncation_listener is not None:
-                self.truncation_listener(tp)
+                self.truncation_listener((tp,))
             self.fetcher_lag_stats.get_and_maybe_put(tp).lag = 0
             return PartitionFetchState(leader_end, 0, current_leader_epoch, None, FETCHING,
                                        self._latest_epoch_if_used(tp), topic_id)
@@ -785,7 +814,7 @@ class ReplicaFetcher:
                         self.name, tp, leader_start)
             self._local.truncate_fully_and_start_at(tp, leader_start)
             if self.truncation_listener is not None:
-                self.truncation_listener(tp)
+                self.truncation_listener((tp,))
         initial_lag = leader_end - offset_to_fetch
         self.fetcher_lag_stats.get_and_maybe_put(tp).lag = initial_lag
         return PartitionFetchState(offset_to_fetch, initial_lag, current_leader_epoch, None,

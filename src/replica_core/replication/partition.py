@@ -395,16 +395,16 @@ class Partition:
     def update_follower_high_watermark(self, leader_hw: int) -> int:
         """A follower adopts the leader's HW, clamped to [log start, LEO]; the new HW.
 
-        Kafka's ``log.updateHighWatermark`` in processPartitionData: it may move backwards.
+        Kafka's ``log.updateHighWatermark`` in processPartitionData: it may move backwards. It
+        completes nothing here: the fetcher collects the partitions whose HW moved
+        (``partitionsWithNewHighWatermark``) and wakes the fetches parked on them once its
+        round is done (ReplicaFetcherThread.doWork → completeDelayedFetchRequests).
         """
         log = self.log
         if log is None:
             raise NotLeaderOrFollowerError(f"Log for partition {self.tp} is not available")
-        before = log.high_watermark
-        hw = log.update_high_watermark(leader_hw if leader_hw.__class__ is int else int(leader_hw))
-        if hw != before:
-            self.delayed.on_follower_hw_changed(self.tp)
-        return hw
+        return log.update_high_watermark(leader_hw if leader_hw.__class__ is int
+                                         else int(leader_hw))
 
     def truncate_to(self, offset: int) -> None:
         """Follower truncation (keep offsets < ``offset``)."""

@@ -70,11 +70,11 @@ class IsrChangeListener(Protocol):
 
 
 class DelayedOperations(Protocol):
-    """Kafka's DelayedOperations: what to re-check when a partition's HW moves; and a
-    leader's log start move, which the fetch sessions answer (KIP-227)."""
+    """Kafka's DelayedOperations: what to re-check when a leader's HW moves; and a leader's
+    log start move, which the fetch sessions answer (KIP-227). (A follower's HW move is the
+    fetcher's to act on, after its round: ``partitionsWithNewHighWatermark``.)"""
 
     def on_leader_hw_incremented(self, tp: TopicPartition) -> None: ...
-    def on_follower_hw_changed(self, tp: TopicPartition) -> None: ...
     def on_leader_log_start_moved(self, tp: TopicPartition) -> None: ...
 
 

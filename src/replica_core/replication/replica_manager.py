@@ -211,9 +211,6 @@ class _PartitionHooks:
     def mark_failed(self) -> None:
         self._rm._mark_failed_isr_update()
 
-    def on_follower_hw_changed(self, tp: TopicPartition) -> None:
-        self._rm._try_complete_delayed_fetch_as_follower(tp)
-
     def on_leader_log_start_moved(self, tp: TopicPartition) -> None:
         self._rm._on_leader_log_start_moved(tp)
 
@@ -964,7 +961,8 @@ class ReplicaManager:
         return FetchResponse(Errors.NONE, partition_responses(results))
 
     def complete_delayed_fetch_requests(self, tps: Iterable[TopicPartition]) -> None:
-        """After a follower appended fetched data: wake fetches parked on those partitions."""
+        """Kafka's completeDelayedFetchRequests: a follower's fetcher, after its round, wakes
+        the fetches parked on the partitions whose HW moved here (KIP-392 consumers)."""
         for tp in tps:
             self._try_complete_delayed_fetch_as_follower(tp)
 

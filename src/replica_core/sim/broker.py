@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -208,8 +208,8 @@ class FetcherThread:
         delay = broker.processing_delay_ms("fetch") if broker.slow_factors["fetch"] > 1.0 else 0
         self.poke(broker.loop.now + delay)
 
-    def _truncated(self, tp: TopicPartition) -> None:
-        self.broker.cluster.checker.truncated(self.broker, (tp,))
+    def _truncated(self, tps: Sequence[TopicPartition]) -> None:
+        self.broker.cluster.checker.truncated(self.broker, tps)
 
     def _run(self) -> None:
         self._timer = None

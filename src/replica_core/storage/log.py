@@ -177,6 +177,24 @@ def _open_epoch_cache(medium: Any, dir: str) -> tuple[Any, str | None]:
         )
 
 
+def _recovered_epoch_cache(medium: Any, dir: str, log_end_offset: int,
+                           log_start_offset: int) -> LeaderEpochCache | None:
+    """The epoch cache of an untouched directory (:func:`_untouched_base`) as loading it after
+    an unclean shutdown leaves it: the checkpoint read, then trimmed to the log as
+    :meth:`LogLoader.load` trims it (``truncate_from_end`` of the log end offset, then
+    ``truncate_from_start`` of the log-start checkpoint), each change written as there. None
+    when the checkpoint is unreadable (the long way resets it and reports that)."""
+    checkpoint = LeaderEpochCheckpointFile(medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE),
+                                           exists=True)
+    try:
+        cache = LeaderEpochCache(checkpoint)
+    except (CorruptCheckpointError, ValueError):
+        return None
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
+    return cache
+
+
 class _InSequence(NamedTuple):
     """A batch :func:`~replica_core.storage.producer_state.in_sequence_entry` accepted: what
     :func:`~replica_core.storage.producer_state.apply_in_sequence` needs once it is written."""
@@ -565,15 +583,22 @@ class Log:
                                jitter_source=jitter_source,
                                producer_id_expiration_ms=producer_id_expiration_ms)
         if not had_clean_shutdown:
-            base = _untouched_base(medium.untouched_files(dir), int(config.segment_index_bytes))
+            base = _untouched_base(
+                medium.untouched_files(dir, written=LEADER_EPOCH_CHECKPOINT_FILE),
+                int(config.segment_index_bytes))
             if base is not None and log_start_offset <= base:
-                # a directory created empty and never looked into since: recovery would find
-                # it as it was made (one empty segment, pre-allocated empty indexes, no epoch,
-                # no snapshot) and leave it so; recover it without reading it
-                return cls._create(dir, config, medium, clock, base, min(recovery_point, base),
-                                   False, tp, jitter_source=jitter_source,
-                                   producer_id_expiration_ms=producer_id_expiration_ms,
-                                   recovered=True)
+                # a directory created empty and never looked into since, its epoch checkpoint
+                # perhaps written (a leader's first epoch): recovery would find it as it was
+                # made (one empty segment, pre-allocated empty indexes, no snapshot) and leave
+                # it so but for the epochs, which it trims to the log; recover it so without
+                # reading the rest
+                cache = _recovered_epoch_cache(medium, dir, base, log_start_offset)
+                if cache is not None:
+                    return cls._create(dir, config, medium, clock, base,
+                                       min(recovery_point, base), False, tp,
+                                       jitter_source=jitter_source,
+                                       producer_id_expiration_ms=producer_id_expiration_ms,
+                                       recovered=True, epoch_cache=cache)
         medium.makedirs(dir)
         cache, warning = _open_epoch_cache(medium, dir)
         if warning:
@@ -624,7 +649,7 @@ class Log:
                 recovery_point: int, had_clean_shutdown: bool, tp: tuple[str, int],
                 jitter_source: Any = None,
                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-                recovered: bool = False) -> Log:
+                recovered: bool = False, epoch_cache: LeaderEpochCache | None = None) -> Log:
         """A brand-new partition directory (``dir`` does not exist): what loading an empty one
         yields (one empty segment at the log start offset with pre-allocated indexes, an empty
         epoch cache), without listing or scanning anything.
@@ -638,6 +663,8 @@ class Log:
         ``recovered``: ``dir`` exists already, untouched since it was made so (see
         :func:`_untouched_base`), and is being loaded after an unclean shutdown; nothing is
         written, and the report says its one segment was loaded and recovered.
+        ``epoch_cache``: its epoch cache as loading leaves it (:func:`_recovered_epoch_cache`;
+        default: empty).
         """
         index_bytes = int(config.segment_index_bytes)
         if recovered:
@@ -649,8 +676,9 @@ class Log:
                                         producer_id_expiration_ms=producer_id_expiration_ms)
         else:
             medium.create_dir_with_files(dir, _new_dir_files(log_start_offset, index_bytes))
-        cache = LeaderEpochCache(LeaderEpochCheckpointFile(
-            medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
+        cache = epoch_cache if epoch_cache is not None else LeaderEpochCache(
+            LeaderEpochCheckpointFile(medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE),
+                                      exists=True), ())
         segments = _NewLogSegments(medium, dir, log_start_offset, config, clock, jitter_source,
                                    clock.milliseconds())
         if config.segment_jitter_ms:

@@ -228,11 +228,16 @@ class Medium:
             finally:
                 f.close()
 
-    def untouched_files(self, path: PathLike) -> tuple[tuple[str, int], ...] | None:
+    def untouched_files(self, path: PathLike, *, written: str | None = None
+                        ) -> tuple[tuple[str, int], ...] | None:
         """The ``(name, length)`` files :meth:`create_dir_with_files` made directory ``path``
         with, if nothing has looked inside it or changed it since; None otherwise, and None
         where the medium does not keep track (:class:`FileMedium`). Such a directory holds
-        exactly those files: zero bytes of those lengths, their names not durable."""
+        exactly those files: zero bytes of those lengths, their names not durable.
+
+        ``written``: one of those names that :meth:`write_atomic` may have replaced since (any
+        number of times, nothing else done): that file then holds what was last written, and
+        every name is durable (the write's directory sync)."""
         return None
 
     def read_bytes(self, path: PathLike) -> bytes:
@@ -644,6 +649,25 @@ def _flushed_inode(data: bytes) -> _Inode:
 
 
 _new_inode = object.__new__  # an _Inode whose fields the caller sets, all of them
+
+
+def _hole_inode(length: int) -> _Inode:
+    """A new file extended to ``length`` by ``truncate`` (a hole, marked dirty as ``truncate``
+    marks it, nothing durable): ``_Inode()`` then ``set_size(length)``, in one step."""
+    inode = _new_inode(_Inode)
+    inode.buf = bytearray()
+    inode.durable = None
+    inode.durable_size = 0
+    inode.size = length
+    if length:
+        inode.dirty_lo = 0
+        inode.dirty_hi = length
+    else:
+        inode.dirty_lo = 1 << 62
+        inode.dirty_hi = 0
+    return inode
+
+
 _new_file = object.__new__  # a _MemoryFile whose fields the caller sets, all of them
 
 
@@ -701,6 +725,8 @@ class MemoryMedium(Medium):
         # pending directories a write_atomic replaced one of the files of (path -> its inode):
         # their names are durable, as the write's directory sync makes them (see write_atomic)
         self._pending_written: dict[str, dict[str, _Inode]] = {}
+        # pending directories with files opened (made alone, in _files; see _make_one)
+        self._pending_opened: set[str] = set()
         self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
         self._last_valid_file_list: tuple[tuple[str, int], ...] | None = None
         # id(files) -> (files, their names) for the pending lists (one per shape, shared)
@@ -770,6 +796,11 @@ class MemoryMedium(Medium):
         behind :meth:`Medium.create_dir_with_files` leaves (a hole of the length, marked dirty
         as ``truncate`` marks it, no durable content, the name not durable)."""
         files = self._pending.pop(d)
+        # the files opened alone (made already, in the table)
+        opened = self._pending_opened
+        made = bool(opened) and d in opened
+        if made:
+            opened.discard(d)
         # the files a write_atomic replaced (their inodes are made already)
         written = self._pending_written.pop(d, None) if self._pending_written else None
         table = self._files
@@ -779,25 +810,15 @@ class MemoryMedium(Medium):
         durable = self._durable if written is not None and present is None \
             and d not in self._durable_kids else None
         prefix = d + "/"
-        new = _new_inode
         kids = set()
         for name, length in files:
             p = prefix + name
-            inode = None if written is None else written.get(p)
+            inode = table.get(p) if made else None
             if inode is None:
-                # _Inode() then truncate(length), its fields set here in one step
-                inode = new(_Inode)
-                inode.buf = bytearray()
-                inode.durable = None
-                inode.durable_size = 0
-                inode.size = length
-                if length:
-                    inode.dirty_lo = 0
-                    inode.dirty_hi = length
-                else:
-                    inode.dirty_lo = 1 << 62
-                    inode.dirty_hi = 0
-            table[p] = inode
+                inode = None if written is None else written.get(p)
+                if inode is None:
+                    inode = _hole_inode(length)
+                table[p] = inode
             kids.add(p)
             if durable is not None:
                 durable[p] = inode
@@ -809,6 +830,26 @@ class MemoryMedium(Medium):
             self._durable_kids[d] = set(kids)
         elif written is not None:  # then the write's directory sync, as it would have happened
             self._sync_names(d)
+
+    def _make_one(self, d: str, p: str, name: str, files: tuple[tuple[str, int], ...]
+                  ) -> _Inode | None:
+        """The first open of file ``name`` (path ``p``) of pending directory ``d`` (its
+        ``files``): that file alone is made - what making the directory makes of it (a hole
+        of its listed length, marked dirty as ``truncate`` marks it) - and the directory stays
+        pending, its other files made when anything else looks inside. Its name is not in the
+        directory indexes nor durable until then: everything that reads those (listing, a
+        directory sync, a power failure, the durable-state queries, removal and renames) makes
+        the directory first, which indexes it and applies a pending write's directory sync to
+        it. None (nothing done) for a name not listed, or one a write replaced."""
+        written = self._pending_written.get(d) if self._pending_written else None
+        if written is not None and p in written:
+            return None
+        for listed, length in files:
+            if listed == name:
+                inode = self._files[p] = _hole_inode(length)
+                self._pending_opened.add(d)
+                return inode
+        return None
 
     def _touch(self, p: str) -> None:
         """Before anything is done with path ``p``: materialise the pending directory it is
@@ -864,9 +905,12 @@ class MemoryMedium(Medium):
             # the first open of a file of a pending directory: a pending directory is a
             # normalised path other than "/" and ".", so <it>/<plain name> is normalised too
             d, _, name = path.rpartition("/")
-            if d in self._pending and name and name != "." and name != "..":
-                self._materialize(d)
-                inode = files.get(path)
+            listed = self._pending.get(d)
+            if listed is not None and name and name != "." and name != "..":
+                inode = self._make_one(d, path, name, listed)  # type: ignore[arg-type]
+                if inode is None:
+                    self._materialize(d)
+                    inode = files.get(path)
         p = path if inode is not None else _norm(path)
         if inode is None:
             if p is not path:
@@ -976,8 +1020,9 @@ class MemoryMedium(Medium):
         if p not in self._dirs:
             raise FileNotFoundError(p)
         for d in [d for d in self._pending if d == p or _under(d, p)]:
-            del self._pending[d]  # its files go with it, never made
+            del self._pending[d]  # its files go with it, never made (those opened below)
             self._pending_written.pop(d, None)
+            self._pending_opened.discard(d)
         for table in (self._files, self._durable):
             for q in [q for q in table if _under(q, p)]:
                 del table[q]
@@ -1056,10 +1101,12 @@ class MemoryMedium(Medium):
     def create_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]) -> None:
         """:meth:`Medium.create_dir_with_files`. A directory that does not exist yet costs its
         directory entry: its files are pending, made the first time anything looks inside
-        (open, listdir, remove, rename, fsync_dir, write_atomic, makedirs below it, files()).
-        Until then ``exists`` answers from the list and ``durable_bytes`` is None (a created
-        name is not durable), a power failure drops them (the same reason), ``rmtree`` drops
-        them unmade. ``files`` is kept as given when it is a tuple (share one per shape)."""
+        (listdir, remove, rename, fsync_dir, write_atomic of a file it does not list or one
+        opened, makedirs below it, files()); opening one of them makes that one alone
+        (:meth:`_make_one`), reading one makes nothing (:meth:`read_bytes`). Until then
+        ``exists`` answers from the list and ``durable_bytes`` is None (a created name is not
+        durable), a power failure drops them (the same reason), ``rmtree`` drops them unmade.
+        ``files`` is kept as given when it is a tuple (share one per shape)."""
         d = _norm(path)
         if files is self._last_valid_file_list:
             valid = True  # the shape of the last call (one shared tuple): checked, not hashed
@@ -1101,23 +1148,58 @@ class MemoryMedium(Medium):
 
     def read_bytes(self, path: PathLike) -> bytes:
         """:meth:`Medium.read_bytes`; a made file named by its normalised path is read without
-        a handle (the same bytes: its cached contents, a hole read as zeros)."""
+        a handle (the same bytes: its cached contents, a hole read as zeros), and a file of a
+        pending directory without making the directory (a read changes nothing)."""
         inode = self._files.get(path) if type(path) is str else None  # type: ignore[arg-type]
         if inode is None:
-            return super().read_bytes(path)  # normalises, makes a pending directory, raises
+            if self._pending and type(path) is str:
+                inode = self._pending_inode(path)  # type: ignore[arg-type]
+            if inode is None:
+                return super().read_bytes(path)  # normalises, makes a pending directory, raises
+            if type(inode) is int:
+                return bytes(inode)  # a hole of that length
         size = inode.size
         data = bytes(inode.buf[:size])
         if len(data) < size:  # the rest is a hole
             data += bytes(size - len(data))
         return data
 
-    def untouched_files(self, path: PathLike) -> tuple[tuple[str, int], ...] | None:
+    def _pending_inode(self, path: str) -> _Inode | int | None:
+        """For normalised ``path`` naming a file of a pending directory: the inode a
+        :meth:`write_atomic` left for it, else its listed length (a hole not made yet); None
+        for any other path."""
+        d, _, name = path.rpartition("/")
+        files = self._pending.get(d)
+        if files is None:
+            return None
+        written = self._pending_written.get(d)
+        if written is not None:
+            inode = written.get(path)
+            if inode is not None:
+                return inode
+        for listed, length in files:
+            if listed == name:
+                return length
+        return None
+
+    def untouched_files(self, path: PathLike, *, written: str | None = None
+                        ) -> tuple[tuple[str, int], ...] | None:
         """:meth:`Medium.untouched_files`: the files of a directory still pending (made by
-        :meth:`create_dir_with_files` when it did not exist, not materialised since)."""
+        :meth:`create_dir_with_files` when it did not exist, not materialised since), the
+        writes it waits with being to file ``written`` alone."""
         if not self._pending:
             return None
         d = _norm(path)
-        return None if d in self._pending_written else self._pending.get(d)
+        files = self._pending.get(d)
+        if files is None:
+            return None
+        if d in self._pending_opened:
+            return None
+        waiting = self._pending_written.get(d)
+        if waiting is not None and (written is None or len(waiting) != 1
+                                    or d + "/" + written not in waiting):
+            return None
+        return files
 
     def write_atomic(self, path: PathLike, data: bytes) -> None:
         """:meth:`Medium.write_atomic` without the intermediate handle: the same end state
@@ -1132,7 +1214,8 @@ class MemoryMedium(Medium):
                         replaceable = self._replaceable
                     else:
                         replaceable = self._replaceable_names(files)
-                    if name in replaceable:
+                    if name in replaceable and not (self._pending_opened
+                                                    and path in self._files):
                         # a file of a pending directory (its leader epoch checkpoint; the
                         # path is normalised: a pending directory's and a plain name from its
                         # list): the new inode waits with the directory, which stays
@@ -1158,7 +1241,8 @@ class MemoryMedium(Medium):
         if pending:
             files = pending.get(parent)
             if files is not None:
-                if p not in pending and name in self._replaceable_names(files):
+                if p not in pending and name in self._replaceable_names(files) \
+                        and not (self._pending_opened and p in self._files):
                     # as above (the path normalised here)
                     written = self._pending_written.get(parent)
                     if written is None:
@@ -1209,6 +1293,7 @@ class MemoryMedium(Medium):
             for d in list(self._pending_written):
                 self._materialize(d)  # its names are durable: its files are on the disk
             self._pending.clear()  # names never made durable: gone
+            self._pending_opened.clear()
             self._files = dict(self._durable)
             seen: set[int] = set()
             for path in sorted(self._files):
