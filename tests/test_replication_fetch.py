@@ -356,3 +356,52 @@ def test_delayed_fetch_completes_when_the_log_rolls_past_it() -> None:
     assert len(got) == 1
     assert got[0].partitions[0].error_code == Errors.NONE
     assert len(got[0].partitions[0].records) > 0
+
+
+def _parked_at_log_end(c: Cluster, got: list) -> None:
+    """Follower 1 caught up on two batches, then a follower fetch at the leader's LEO parks
+    (DelayedFetch over a read that stopped at the log end); the HW is still 0 (follower 2
+    has fetched nothing)."""
+    c.create()
+    c.produce(n=2, acks=1)
+    c.fetch(1)
+    assert c.fetch(1, max_wait_ms=500, callback=got.append) is None
+    assert c.partition(0).high_watermark == 0
+
+
+def test_parked_follower_fetch_expiring_reads_again_after_a_change() -> None:
+    """§6.9: a fetch completing re-reads its partitions. Follower 2 catching up moves the HW
+    to 2 while follower 1's fetch is parked at the log end (0 bytes: it stays parked); the
+    expiry answers the new HW, not the one read at park."""
+    c = Cluster()
+    got: list = []
+    _parked_at_log_end(c, got)
+    c.catch_up(followers=(2,))
+    assert c.partition(0).high_watermark == 2
+    assert got == []  # no bytes past the fetch offset: still parked
+    c.advance(500)
+    assert len(got) == 1
+    answer = got[0].partitions[0]
+    assert (answer.error_code, answer.high_watermark, answer.log_end_offset,
+            len(answer.records)) == (Errors.NONE, 2, 2, 0)
+
+
+def test_parked_follower_fetch_expiring_unchanged_answers_its_reads(monkeypatch) -> None:
+    """Nothing reported about any partition, no leadership or log-start change since the
+    reads at park, every read at the log end: the expiry answers those reads without reading
+    again (the same values a re-read gives: LEO 2, HW 0)."""
+    c = Cluster()
+    got: list = []
+    _parked_at_log_end(c, got)
+    rm = c.rm(0)
+    reads: list = []
+    real = rm._read_from_log
+    patch_method(monkeypatch, rm, "_read_from_log",
+                 lambda *a, **kw: reads.append(a) or real(*a, **kw))
+    c.advance(500)
+    assert reads == []
+    assert len(got) == 1
+    answer = got[0].partitions[0]
+    assert (answer.error_code, answer.high_watermark, answer.log_end_offset,
+            answer.log_start_offset, len(answer.records)) == (Errors.NONE, 0, 2, 0, 0)
+    assert rm.metrics()["FetchExpiresPerSec.follower"] == 1

@@ -251,6 +251,35 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
 
 
 @pytest.mark.parametrize("impl", ["native", "twin"])
+def test_bad_column_after_quiet_ones_raises_before_any_update(impl):
+    """A bad column anywhere in the session (here after two quiet ones, in session order)
+    refuses the whole fetch before any quiet column gets its §6.2 update; the same block
+    with that column mended updates both quiet ones (they are quiet) and picks nothing."""
+    rng = np.random.default_rng(6)
+    cols = random_columns(rng, 3, 3)
+    cols.n_replicas[:] = 3
+    cols.leader_leo[:] = 10
+    cols.hw[:] = 8
+    cols.leader_epoch[:] = 2
+    cols.in_max_isr[:, :] = 1
+    cols.leo[:, :] = 10
+    cols.log_start_offset[:, 0] = 3
+    cols.last_caught_up_time_ms[:, :] = 0
+    before = copy_columns(cols)
+    kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
+    quiet = dict(rows=[0, 1, 2], fetch_offsets=[10, 10, 10], log_starts=[0, 0, 0],
+                 sent_hw=[8, 8, 8], sent_log_start=[3, 3, 3], req_epochs=[2, 2, 2])
+    bad = block([1, 0, 2], slots=[1, 2, 3], **quiet)  # column 2's slot 3 is past n_replicas
+    with pytest.raises(IndexError):
+        kern.session_fetch(bad, 3, True, T0, 4)
+    assert_same_columns(cols, before)
+    mended = block([1, 0, 2], slots=[1, 2, 2], **quiet)
+    assert kern.session_fetch(mended, 3, True, T0, 4) == 0
+    assert [int(cols.last_caught_up_time_ms[p, r]) for p, r in ((0, 1), (1, 2), (2, 2))] == \
+        [T0, T0, T0]
+
+
+@pytest.mark.parametrize("impl", ["native", "twin"])
 def test_leader_log_start_move_is_answered(impl):
     """KIP-227 maybeUpdateResponseData: a log start other than the one last sent must be
     answered, in a request and when a parked one completes; the same one need not."""

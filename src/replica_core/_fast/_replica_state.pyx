@@ -469,12 +469,19 @@ cdef class ReplicaStateKernels:
         to the ``out`` row, in that order, the columns to read and returns their count; a
         quiet column (led here, in the maximal ISR, caught up, same HW, log start (slot 0's)
         and epoch as last sent) gets the §6.2 fetch-state update at once when
-        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error."""
-        cdef Py_ssize_t k, j, m = 0, i
-        cdef int64_t p, f
+        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error.
+
+        One pass checks each column as ``_check_session`` does (the first bad one, in session
+        order, raises before anything is written) and sorts it into picked or quiet, reading
+        the state only; the quiet columns' updates follow, in session order. That is the
+        update-as-you-go result: an update writes no value the pass compares (a quiet
+        follower's LEO is the fetch offset already; its slot is never slot 0, whose log start
+        is compared; its times, leader-LEO mark and broker epoch are not compared)."""
+        cdef Py_ssize_t k, j, m = 0, q, t, bad = -1, bad_order = -1, P = self.num_partitions
+        cdef int64_t p, f, r, i
         cdef Cols c = self.c
         cdef int64_t* base
-        cdef Py_ssize_t cap = self._check_session(session, n, True, &base)
+        cdef Py_ssize_t cap = _session_block(session, n, &base)
         if n == 0:
             return 0
         cdef const int64_t* order = base + S_ORDER * cap
@@ -486,23 +493,52 @@ cdef class ReplicaStateKernels:
         cdef const int64_t* sent_log_start = base + S_SENT_LOG_START * cap
         cdef const int64_t* req_epochs = base + S_REQ_EPOCH * cap
         cdef int64_t* out = base + S_OUT * cap
+        # picked columns from the front, quiet ones from the back (in reverse session order)
+        cdef int64_t* sorted_cols = <int64_t*>malloc(n * sizeof(int64_t))
+        if sorted_cols == NULL:
+            raise MemoryError()
+        q = n
         with nogil:
             for k in range(n):
                 j = order[k]
+                if j < 0 or j >= cap:
+                    bad_order = k
+                    break
                 p = rows[j]
                 if p < 0:
-                    out[m] = j
+                    sorted_cols[m] = j
                     m += 1
                     continue
+                r = slots[j]
+                if p >= P or r < 1 or r >= c.n_rep[p]:
+                    bad = j
+                    break
                 f = fetch_offsets[j]
-                i = p * c.R + slots[j]
+                i = p * c.R + r
                 if (c.leader_leo[p] != f or c.hw[p] != sent_hw[j] or c.leo[i] != f
                         or c.lso[p * c.R] != sent_log_start[j]
                         or c.epoch[p] != req_epochs[j] or not c.in_max[i]):
-                    out[m] = j
+                    sorted_cols[m] = j
                     m += 1
-                elif apply_quiet:
-                    _fetch(c, i, f, log_starts[j], fetch_time_ms, c.leader_leo[p], broker_epoch)
+                else:
+                    q -= 1
+                    sorted_cols[q] = j
+            if bad_order < 0 and bad < 0:
+                for t in range(m):
+                    out[t] = sorted_cols[t]
+                if apply_quiet:
+                    t = n - 1
+                    while t >= q:
+                        j = sorted_cols[t]
+                        f = fetch_offsets[j]  # the leader's LEO too: the column is quiet
+                        _fetch(c, rows[j] * c.R + slots[j], f, log_starts[j], fetch_time_ms, f,
+                               broker_epoch)
+                        t -= 1
+        free(sorted_cols)
+        if bad_order >= 0:
+            raise IndexError(f"session order entry {order[bad_order]} outside the columns")
+        if bad >= 0:
+            raise IndexError(f"no follower slot ({rows[bad]}, {slots[bad]})")
         return m
 
     cpdef Py_ssize_t session_pending(self, cnp.ndarray session, Py_ssize_t n) except -1:

@@ -139,12 +139,21 @@ class DelayedFetch(DelayedOperation):
     request's fetch-session context) turns the reads into the response, handed to ``deliver``
     if set (none while the fetch is first checked: a fetch complete at once is answered
     directly).
+
+    ``reads`` (the parking request's reads, made while the manager's read stamp was
+    ``read_stamp``), when nothing was reported since: the first check leaves out the reads
+    that stopped at the log end on the fast path (each adds 0 bytes and completes nothing while
+    the log is as it was), and when every read stopped there and the stamp still stands at
+    completion, those reads are the answer (the re-read would give the same, see
+    ``ReplicaManager._read_stamp``).
     """
 
     def __init__(self, params: FetchParams,
                  statuses: Sequence[tuple[TopicPartition, FetchPartitionStatus]],
                  manager: ReplicaManager, deliver: Callable[[FetchResponse], None] | None,
-                 context: FetchContext | None = None) -> None:
+                 context: FetchContext | None = None, *,
+                 reads: Sequence[LogReadResult] | None = None,
+                 read_stamp: tuple[int, int, int] | None = None) -> None:
         super().__init__(params.max_wait_ms)
         self.params = params
         self.statuses = list(statuses)
@@ -152,10 +161,27 @@ class DelayedFetch(DelayedOperation):
         self.deliver = deliver
         self.context = context
         self.response: FetchResponse | None = None
+        if reads is not None and read_stamp is not None and manager._read_stamp() == read_stamp:
+            first = [status for status, r in zip(self.statuses, reads, strict=True)
+                     if not r.at_log_end]
+            self._first_statuses = first
+            if not first:
+                self._reads = reads
+                self._read_stamp = read_stamp
+
+    # set only for a fetch given its reads (see above)
+    _first_statuses: list[tuple[TopicPartition, FetchPartitionStatus]] | None = None
+    _reads: Sequence[LogReadResult] | None = None
+    _read_stamp: tuple[int, int, int] | None = None
 
     def try_complete(self) -> bool:
         accumulated = 0
-        for tp, st in self.statuses:
+        statuses = self._first_statuses
+        if statuses is None:
+            statuses = self.statuses
+        else:
+            self._first_statuses = None
+        for tp, st in statuses:
             got = self._progress(tp, st.start_offset_metadata, st.fetch_info)
             if got == _COMPLETE:
                 return self.force_complete()
@@ -215,8 +241,15 @@ class DelayedFetch(DelayedOperation):
         """Keep a lazily found start position (session fetches)."""
 
     def on_complete(self) -> None:
-        parts = tuple(st.fetch_info for _, st in self.statuses)
-        results = self.manager._read_from_log(self.params, parts, read_from_purgatory=True)
+        manager = self.manager
+        reads = self._reads
+        if reads is not None and manager._read_stamp() == self._read_stamp:
+            results = reads  # nothing changed since the reads at park, all at the log end
+        else:
+            parts = tuple(st.fetch_info for _, st in self.statuses)
+            results = manager._read_from_log(self.params, parts, read_from_purgatory=True)
+        if reads is not None:
+            self._reads = None
         self._respond(results)
 
     def _respond(self, results: Sequence[LogReadResult]) -> None:

@@ -231,8 +231,9 @@ class ReplicaManager:
                  "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
                  "controller_epoch", "metadata_cache", "table", "_partition_context",
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
-                 "_fetch_params", "_checkpoint_starts",
-                 "_shared_reads", "_leadership_gen", "_log_start_gen", "_partitions", "_by_row", "_unsent", "_retry",
+                 "_fetch_params", "_checkpoint_starts", "_shared_reads", "_leadership_gen",
+                 "_log_start_gen", "_reported_changes", "_partitions", "_by_row", "_unsent",
+                 "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
                  "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
                  "_next_isr_propagation_ms", "_next_hw_checkpoint_ms", "last_initial_fetch_states",
@@ -290,6 +291,10 @@ class ReplicaManager:
         self._log_start_gen = 0
         """Bumped when a leader's log start moves (retention, DeleteRecords): news for the
         fetch sessions that no per-partition report carries."""
+        self._reported_changes = 0
+        """Bumped by every per-partition change report (:meth:`_try_complete_delayed_fetch`
+        and its follower form): with the two generations above it stamps the state a read
+        depends on (see :meth:`_read_stamp`)."""
         self._partitions: dict[TopicPartition, Partition] = {}
         self._by_row: dict[int, Partition] = {}
         self._unsent: dict[TopicPartition, AlterPartitionItem] = {}
@@ -669,9 +674,11 @@ class ReplicaManager:
         if session is not None and follower:
             parts: Sequence[FetchPartition] = self._session_reads(session, params, now)
             nothing_to_fetch = False
+            stamp: tuple[int, int, int] | None = None
         else:
             parts = context.partitions()
             nothing_to_fetch = not parts
+            stamp = self._read_stamp()  # the state the reads below see (see DelayedFetch)
         results = self._read_from_log(params, parts, read_from_purgatory=False,
                                       distinct=session is not None)
         readable = 0
@@ -696,7 +703,7 @@ class ReplicaManager:
         else:
             op = DelayedFetch(params, [(info.tp, FetchPartitionStatus(r.fetch_offset_metadata, info))
                                        for info, r in zip(parts, results, strict=True)],
-                              self, None, context)
+                              self, None, context, reads=results, read_stamp=stamp)
             # a fetch's try_complete changes only its own counts: one check is enough
             self.fetch_purgatory.try_complete_else_watch(op, [info.tp for info in parts],
                                                          recheck=False)
@@ -758,9 +765,18 @@ class ReplicaManager:
         if self._parked_sessions.get(op.session.id) is op:
             del self._parked_sessions[op.session.id]
 
+    def _read_stamp(self) -> tuple[int, int, int]:
+        """What moves whenever a leader-side read may answer differently: the leadership
+        generation (LeaderAndIsr, StopReplica), the leaders' log-start generation, and the
+        count of per-partition change reports (every append, HW move or other change of a
+        partition reaches :meth:`_try_complete_delayed_fetch` or its follower form). While it
+        stands still, a read from the purgatory gives what the same read gave before."""
+        return self._leadership_gen, self._log_start_gen, self._reported_changes
+
     def _try_complete_delayed_fetch(self, tp: TopicPartition) -> None:
         """Kafka's tryCompleteDelayedFetch for ``tp``: fetches watching it, then parked session
         fetches whose session holds it."""
+        self._reported_changes += 1
         self.fetch_purgatory.check_and_complete(tp)
         parked = self._parked_sessions
         if parked:
@@ -789,6 +805,7 @@ class ReplicaManager:
         then (one not led here is read, answering its error at once); losing leadership of any
         of them completes it (LeaderAndIsr, StopReplica). So while ``tp`` is followed here no
         parked session fetch watches it, and the scan over them is left out."""
+        self._reported_changes += 1
         if self._parked_sessions:
             partition = self._partitions.get(tp)
             if partition is None or partition.is_leader:  # not followed here: the full check
