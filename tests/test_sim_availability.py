@@ -7,7 +7,7 @@ import pytest
 from replica_core.errors import Errors
 from replica_core.sim import scenario as sc
 from replica_core.sim.availability import CAUSES, RecoveryLog
-from replica_core.sim.cluster import FETCH_METRICS, Cluster
+from replica_core.sim.cluster import FETCH_METRICS, Cluster, _Tracker
 from replica_core.sim.run import run_scenario
 
 FAST = {"broker.session.timeout.ms": 2000, "replica.lag.time.max.ms": 4000}
@@ -294,3 +294,24 @@ def test_tracker_counts_follow_the_controllers_registrations():
     assert under_rep > 0 and offline + under_min > 0
     assert (tracker.offline, tracker.under_min, tracker.under_rep) == (
         offline, under_min, under_rep)
+
+
+def test_metadata_answers_share_one_read_only_copy_until_a_leader_moves():
+    """The controller answers metadata requests with the leaders at that moment: answers with
+    no leader change between them share one copy nobody can write; a later move gives a
+    new copy and leaves the earlier answers as they were."""
+    t = _Tracker()
+    t.grow(4, 3, 2)
+    t.set(0, 0, 1, 3)
+    first = t.leaders_snapshot()
+    assert first.tolist() == [1, -1, -1, -1] and not first.flags.writeable
+    t.set(5, 0, 1, 2)  # the ISR shrinks, the leader stays
+    assert t.leaders_snapshot() is first
+    with pytest.raises(ValueError):
+        first[1] = 7
+    t.set(9, 1, 2, 3)
+    second = t.leaders_snapshot()
+    assert second is not first
+    assert second.tolist() == [1, 2, -1, -1] and first.tolist() == [1, -1, -1, -1]
+    t.grow(1, 3, 2)
+    assert t.leaders_snapshot().tolist() == [1, 2, -1, -1, -1]

@@ -243,3 +243,17 @@ def test_the_same_bytes_are_sent_and_stored_whether_batches_come_stamped_or_not(
         return sent, logs, c.checker.ledger.entries
 
     assert run(False) == run(True)
+
+
+def test_the_audit_reads_a_full_checks_scans_as_it_reads_the_logs():
+    """Without idempotence, lost answers leave batches twice in the logs: the end-of-run audit
+    given the scans of the invariant check just made counts what it counts scanning itself,
+    and the check scanned every live replica's log (the leaders' among them)."""
+    c, w = _busy_cluster(False)
+    _lose_answers(c, w)
+    scans = c.check_invariants()
+    leaders = {(c.leader_and_isr(tp)[0], tp) for tp in c.tps}
+    assert leaders <= set(scans) and len(scans) == 3 * len(c.tps)
+    fresh = w.audit_logs()
+    assert fresh["duplicate_batches"] > 0  # the case is not empty
+    assert w.audit_logs(scans) == fresh

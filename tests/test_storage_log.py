@@ -97,6 +97,31 @@ def test_leader_append_assigns_offsets_and_stamps_epoch(env):
     assert version == 0 and entries == [["5", "0"]]
 
 
+def test_end_metadata_after_each_append_is_the_active_segment_end(env):
+    """After every append - leader and follower, across segment rolls - the LEO's metadata is
+    (LEO, active segment base, active segment size), a LogOffsetMetadata; a HW set below the
+    LEO is offset-only metadata, at the LEO it is the LEO's."""
+    medium, root = env
+    cfg = LogConfig.from_properties({"segment.bytes": 400})  # a roll every few batches
+    leader = _open(env, config=cfg)
+    follower = _open(env, config=cfg, name="topic-1")
+    for k in range(8):
+        leader.append_as_leader(_batch(3), leader_epoch=2)
+        follower.append_as_follower(leader.read(follower.log_end_offset, 1 << 20).records)
+        for log in (leader, follower):
+            seg = log.active_segment
+            meta = log.log_end_offset_metadata
+            assert type(meta) is LogOffsetMetadata
+            assert meta == (3 * (k + 1), seg.base_offset, seg.size)
+        assert follower.update_high_watermark(3 * k + 1) == 3 * k + 1
+        hw = follower.high_watermark_metadata
+        assert type(hw) is LogOffsetMetadata and hw == (3 * k + 1, -1, -1)
+        assert hw.message_offset_only
+    assert len(leader.segments) > 2 and len(follower.segments) > 2
+    follower.update_high_watermark(follower.log_end_offset + 5)  # clamped to the LEO
+    assert follower.high_watermark_metadata is follower.log_end_offset_metadata
+
+
 def test_leader_rejects_bad_input_without_writing(env):
     log = _open(env, LogConfig.from_properties({"max.message.bytes": 2000}))
     log.append_as_leader(_batch(2), 1)

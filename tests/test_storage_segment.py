@@ -201,6 +201,66 @@ def test_read_of_new_segment_finds_batches_without_building_its_index(medium_dir
         assert bytes(info.records[: len(b)]) == b
 
 
+def _reads(seg, offsets, sizes, positions):
+    """Every read of ``offsets`` x ``sizes`` x ``positions`` x min_one_message: (metadata,
+    records, incomplete) or None."""
+    out = []
+    for o in offsets:
+        for size in sizes:
+            for pos in positions:
+                for one in (False, True):
+                    info = seg.read(o, size, pos, one)
+                    out.append(None if info is None else (
+                        info.fetch_offset_metadata, bytes(info.records),
+                        info.first_entry_incomplete))
+    return out
+
+
+def test_reads_of_the_last_append_agree_with_the_index_walk(medium_dir):
+    """A read of an offset of the segment's last append (a follower's usual read) is answered
+    from where that append began (one batch: without the header walk). The same segment's
+    files opened afresh (nothing remembered: index lookup, then the walk) answer every read
+    alike: offsets inside, before, between and past the last append, one-batch and
+    several-batch appends, after a truncation cut into the last append, and after an append
+    following it."""
+    medium, d = medium_dir
+    seg = _segment(medium, d, interval=512)
+    batches = _fill(seg, 12, seed=3)
+    next_offset = batches[-1][1] + 1
+
+    def check():
+        fresh = _segment(medium, d, exists=True, interval=512)
+        data = _read(medium, seg.log_path)
+        parsed = parse_batches(data)
+        offsets = sorted({p.base_offset for p in parsed} | {p.last_offset for p in parsed}
+                         | {p.last_offset + 1 for p in parsed} | {BASE})
+        sizes = (0, 1, 100, 1 << 20)
+        positions = (None, -1, len(data), parsed[-1].position if parsed else 0,
+                     parsed[-1].position + 30 if parsed else 5)
+        got = _reads(seg, offsets, sizes, positions)
+        assert got == _reads(fresh, offsets, sizes, positions)
+        assert any(r is not None and r[1] for r in got)
+        fresh.close()
+
+    check()  # the last append is one batch
+    rng = random.Random(5)
+    multi = b""
+    for _ in range(3):  # then one append of three batches
+        count = rng.randint(1, 4)
+        values = [bytes(rng.randrange(256) for _ in range(rng.randint(20, 300)))
+                  for _ in range(count)]
+        multi += make_batch(values, base_offset=next_offset,
+                            timestamps=[T0 + j for j in range(count)], epoch=3)
+        next_offset += count
+    seg.append(next_offset - 1, T0 + 3, next_offset - 1, multi)
+    check()
+    second = parse_batches(_read(medium, seg.log_path))[-2]
+    seg.truncate_to(second.base_offset)  # cuts into the last append
+    check()
+    _fill(seg, 1, base=seg.read_next_offset(), seed=9)  # an append after the cut
+    check()
+
+
 def test_truncate_to_cuts_at_batch_start(medium_dir):
     medium, d = medium_dir
     seg = _segment(medium, d, interval=256)

@@ -68,7 +68,7 @@ from replica_core.sim.broker import (
     SimBroker,
     is_failure,
 )
-from replica_core.sim.invariants import InvariantChecker
+from replica_core.sim.invariants import InvariantChecker, LogScan
 from replica_core.sim.loop import EventLoop
 from replica_core.sim.network import Network, parse_network, rack_map
 from replica_core.sim.producer_config import producer_settings
@@ -313,6 +313,17 @@ class _Tracker:
         self.under_rep = 0
         self.ms = {"offline": 0, "under_min_isr": 0, "under_replicated": 0}
         self.t_last: int | None = None
+        self._leaders_view: np.ndarray | None = None
+        """A read-only copy of ``leader`` while it has not changed (None: none made since)."""
+
+    def leaders_snapshot(self) -> np.ndarray:
+        """The leaders now, as a read-only array that later changes do not touch (what a
+        metadata response carries): one copy shared by every snapshot until a leader moves."""
+        view = self._leaders_view
+        if view is None:
+            view = self._leaders_view = self.leader.copy()
+            view.flags.writeable = False
+        return view
 
     def _advance(self, now: int) -> None:
         if self.t_last is not None and now > self.t_last:
@@ -326,6 +337,7 @@ class _Tracker:
         for name, fill in (("leader", -1), ("isr_size", 0), ("rf", rf), ("min_isr", min_isr)):
             setattr(self, name, np.concatenate([getattr(self, name),
                                                 np.full(n, fill, dtype=np.int64)]))
+        self._leaders_view = None
         self.offline += n
 
     def set(self, now: int, pid: int, leader: int, isr_size: int) -> None:
@@ -336,7 +348,9 @@ class _Tracker:
         leader, isr_size = int(leader), int(isr_size)
         min_isr, rf = int(self.min_isr[pid]), int(self.rf[pid])
         old_leader, old_isr = int(self.leader[pid]), int(self.isr_size[pid])
-        self.leader[pid] = leader
+        if leader != old_leader:
+            self.leader[pid] = leader
+            self._leaders_view = None
         self.isr_size[pid] = isr_size
         if old_leader < 0:
             self.offline -= 1
@@ -416,7 +430,8 @@ class ControllerNode:
             results = self._alter_partition(msg)
             respond(results, 32 + 32 * len(results))
         elif isinstance(msg, MetadataRequest):
-            respond(MetadataResponse(self.tracker.leader.copy()), 32 + 4 * len(self.tracker.leader))
+            leaders = self.tracker.leaders_snapshot()
+            respond(MetadataResponse(leaders), 32 + 4 * len(leaders))
         elif isinstance(msg, RegisterBroker):
             b = msg.broker_id
             old = ctrl.brokers.get(b)
@@ -1146,9 +1161,10 @@ class Cluster:
             return None
         return b.rm.local_log(TopicPartition(topic, partition))
 
-    def check_invariants(self) -> None:
-        """Run every invariant over every partition now (raises InvariantViolation)."""
-        self.checker.full_check()
+    def check_invariants(self) -> dict[tuple[int, TopicPartition], LogScan]:
+        """Run every invariant over every partition now (raises InvariantViolation); returns
+        the log scans the check made (:meth:`InvariantChecker.full_check_scans`)."""
+        return self.checker.full_check_scans()
 
     def close(self) -> None:
         """Release temporary directories (storage="disk")."""

@@ -907,12 +907,18 @@ class InvariantChecker:
     def full_check(self) -> None:
         """Everything, over every partition: HW ≤ LEO and offset order on every live replica,
         ISR agreement, and durability against the current leaders."""
+        self.full_check_scans()
+
+    def full_check_scans(self) -> dict[tuple[int, TopicPartition], LogScan]:
+        """:meth:`full_check`, returning the scans it made (:func:`scan_log` of each live
+        replica's log, by (broker, partition)): what those logs hold until they next change."""
         cluster = self.cluster
-        self._scans = {}
+        self._scans = scans = {}
         try:
             self._full_check(cluster)
         finally:
             self._scans = None
+        return scans
 
     def _full_check(self, cluster: Cluster) -> None:
         scans = self._scans

@@ -468,7 +468,8 @@ class Network:
         now = loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
         if link.model is None and link.spike_rng is None and link.loss_rate <= 0.0:
             busy = link.busy_until_ms
-            done = (busy if busy > now else float(now)) + size / link.bandwidth_bytes_per_ms
+            # (an int ``now`` plus a float is the float(now) sum: the same double)
+            done = (busy if busy > now else now) + size / link.bandwidth_bytes_per_ms
             link.busy_until_ms = done
             delay = done - now + link.latency_ms
         else:
@@ -477,7 +478,7 @@ class Network:
                 self.messages_lost += 1
                 return False
             delay = transit
-        at = now + (int(round(delay)) if delay > 0 else 0)
+        at = now + (round(delay) if delay > 0 else 0)  # round(float) is an int
         if at < link.last_arrival_ms:  # in order on the connection, as TCP delivers
             at = link.last_arrival_ms
         link.last_arrival_ms = at

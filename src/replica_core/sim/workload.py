@@ -45,7 +45,7 @@ from replica_core.replication.messages import (
 )
 from replica_core.sim.broker import CONTROLLER_NODE, ConsumerFetch, ProduceRequest, is_failure
 from replica_core.sim.cluster import MetadataRequest, ProduceHandle
-from replica_core.sim.invariants import records_digest, scan_log
+from replica_core.sim.invariants import LogScan, records_digest, scan_log
 from replica_core.sim.producer_config import INT32_MAX, ProducerSettings, producer_settings
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
 
@@ -528,7 +528,7 @@ class Workload:
             for r, pos in enumerate(self._key_pos):
                 buf[pos + 4:pos + 12] = b"%08d" % ((seq * n + r) % self.n_keys)
         else:  # the template's pieces around the ids, joined in one step
-            buf = bytearray(ids.join(self._pieces))
+            buf = bytearray(ids).join(self._pieces)  # a bytearray: one copy
         _BASE_TS.pack_into(buf, 27, now)
         _BASE_TS.pack_into(buf, _MAX_TS_AT, now)
         return buf
@@ -554,7 +554,8 @@ class Workload:
         cuts = [0, *(p for pos in self._value_pos for p in (pos, pos + 19)), len(buf)]
         self._pieces = [self._template[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
 
-    def audit_logs(self) -> dict[str, int | None]:
+    def audit_logs(self, scans: Mapping[tuple[int, TopicPartition], LogScan] | None = None
+                   ) -> dict[str, int | None]:
         """What a consumer reading every partition from its start would see of this workload's
         batches, on the current leaders: batches written twice (a retried request whose first
         attempt was appended but never acknowledged — the producer is not idempotent) and
@@ -567,19 +568,26 @@ class Workload:
         ``duplicated_records`` and ``reordered_records`` are what a consumer reading each
         partition's whole committed log (below the high watermark) gets: every record of a
         batch it already read, and every record of a batch produced before one it already
-        read."""
+        read.
+
+        ``scans``: :func:`~replica_core.sim.invariants.scan_log` results by (broker,
+        partition) of logs that have not changed since (the scans of a full check just made,
+        :meth:`~replica_core.sim.cluster.Cluster.check_invariants`): a leader's log found
+        there is read from its scan rather than scanned again."""
         cluster = self.cluster
         seq_at = self._value_pos[0] + 9 if self._template is not None else None
         dup_batches = dup_records = reordered = 0
         consumer_dups = consumer_reordered = 0
         for tp in self.tps:
-            leader = cluster.brokers.get(cluster.leader_and_isr(tp)[0])
+            leader_id = cluster.leader_and_isr(tp)[0]
+            leader = cluster.brokers.get(leader_id)
             if leader is None or not leader.alive or leader.rm is None:
                 continue
             log = leader.rm.local_log(tp)
             if log is None:
                 continue
-            headers, files, starts = scan_log(log)
+            scan = scans.get((leader_id, tp)) if scans is not None else None
+            headers, files, starts = scan if scan is not None else scan_log(log)
             if not len(headers):
                 continue
             committed_end = int(log.high_watermark)

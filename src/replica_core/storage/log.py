@@ -362,6 +362,9 @@ def _join(dir: str, name: str) -> str:
 # only) and its log end (offset 0 at the start of segment 0)
 _OFFSET_0_ONLY = LogOffsetMetadata(0)
 _OFFSET_0_AT_0 = LogOffsetMetadata(0, 0, 0)
+# LogOffsetMetadata(*fields) without the generated __new__'s frame (every field given), for
+# the per-append and per-HW-move metadata
+_new_tuple = tuple.__new__
 
 _new_log = object.__new__  # a Log whose fields the caller sets, all of them (Log._create_at_0)
 
@@ -1169,9 +1172,12 @@ class Log:
             raise KafkaStorageError(
                 f"error while appending records to {self.topic}-{self.partition}: {e}"
             ) from e
-        # _update_log_end_offset, inlined (the LEO only grows here)
+        # _update_log_end_offset, inlined (the LEO only grows here), with the LEO's metadata
+        # made from the segment just written (what _leo_meta builds from the active segment:
+        # the next HW move or read asks for it)
         leo = self._leo = last_offset + 1
-        self._leo_meta_cache = None
+        self._leo_meta_cache = _new_tuple(LogOffsetMetadata, (leo, segment.base_offset,
+                                                              segment.size))
         if self._recovery_point > leo:
             self._recovery_point = leo
         if self._hw.message_offset >= leo:
@@ -1308,7 +1314,7 @@ class Log:
         elif offset >= self._leo:
             meta = self._leo_meta_cache or self._leo_meta  # built only when an append cleared it
         else:  # an offset alone becomes offset-only metadata, made only when it is kept
-            meta = given if given is not None else LogOffsetMetadata(offset)
+            meta = given if given is not None else _new_tuple(LogOffsetMetadata, (offset, -1, -1))
         self._set_hw(meta)
         return meta.message_offset
 

@@ -162,6 +162,11 @@ class TimestampOffset(NamedTuple):
 
 
 _NO_TIMESTAMP_AT_0 = TimestampOffset(NO_TIMESTAMP, 0)  # an empty segment's, at base 0 (shared)
+# NamedTuple(*fields) without the generated __new__'s frame, for the tuples made per read and
+# per append: ``_new_tuple(LogOffsetMetadata, (offset, base, position))`` is
+# ``LogOffsetMetadata(offset, base, position)`` (every field given)
+_new_tuple = tuple.__new__
+_NO_TAIL = 1 << 63  # LogSegment._tail_offset when no last append is known: above every offset
 _LOG_NAME_AT_0 = f"/{0:020d}{LOG_FILE_SUFFIX}"  # "/" and the .log name of a segment at base 0
 
 
@@ -237,7 +242,8 @@ class LogSegment:
     __slots__ = ("medium", "dir", "base_offset", "index_interval_bytes", "max_index_size",
                  "roll_jitter_ms", "clock", "suffix", "_size", "_offset_index", "_time_index",
                  "created", "_rolling_based_timestamp", "_max_ts", "_bytes_since_last_index_entry",
-                 "_next_offset", "closed", "_indexes_preallocated", "_log", "__weakref__")
+                 "_next_offset", "closed", "_indexes_preallocated", "_log", "_tail_offset",
+                 "_tail_position", "_tail_last", "__weakref__")
 
     def __init__(
         self,
@@ -284,6 +290,10 @@ class LogSegment:
         self._max_ts: TimestampOffset | None = None
         self._bytes_since_last_index_entry = 0
         self._next_offset: int | None = None if self._size else self.base_offset
+        # the last append (see append): none known yet
+        self._tail_offset = _NO_TAIL
+        self._tail_position = 0
+        self._tail_last = -1
         self.closed = False
         # the caller created this new segment's files, the indexes pre-allocated and empty:
         # their objects are built on first use (append, read, flush, close), knowing that
@@ -333,6 +343,9 @@ class LogSegment:
             else TimestampOffset(NO_TIMESTAMP, base_offset)
         segment._bytes_since_last_index_entry = 0
         segment._next_offset = None if size else base_offset
+        segment._tail_offset = _NO_TAIL
+        segment._tail_position = 0
+        segment._tail_last = -1
         segment.closed = False
         segment._indexes_preallocated = True
         return segment
@@ -565,12 +578,24 @@ class LogSegment:
                 pass
             raise KafkaStorageError(f"error appending to {self.log_path}: {e}") from e
         self._size = physical_position + n
+        previous_next = self._next_offset
+        if previous_next is not None:
+            # the last append, for reads of its offsets: every batch before it ends below
+            # previous_next; when it is one batch (its size field spans it), that batch's
+            # last offset
+            self._tail_offset = previous_next
+            self._tail_position = physical_position
+            self._tail_last = largest_offset \
+                if _SIZE_FIELD.unpack_from(records, 8)[0] + LOG_OVERHEAD == n else -1
+        else:
+            self._tail_offset = _NO_TAIL
         self._next_offset = largest_offset + 1
         max_ts = self._max_ts
         if max_ts is None:
             max_ts = self.max_timestamp_and_offset_so_far
         if largest_timestamp > max_ts.timestamp:
-            max_ts = self._max_ts = TimestampOffset(largest_timestamp, shallow_offset_of_max_timestamp)
+            max_ts = self._max_ts = _new_tuple(
+                TimestampOffset, (largest_timestamp, shallow_offset_of_max_timestamp))
         since = self._bytes_since_last_index_entry
         if since > self.index_interval_bytes:
             index = self._offset_index
@@ -703,15 +728,33 @@ class LogSegment:
         ``max_position`` bounds the read (``None`` = segment size; negative = position unknown,
         which yields empty records). ``min_one_message`` lets the first batch exceed ``max_size``.
         The offset is translated as :meth:`translate_offset` does; records the header walk's
-        window has just read from the file are taken from it, the rest read from the file.
+        window has just read from the file are taken from it, the rest read from the file. An
+        offset of the segment's last append (a follower reading the newest batch) gives the
+        same answer from where that append began: a one-batch append is that batch, without
+        the index lookup or the walk.
         """
         if max_size < 0:
             raise ValueError(f"invalid max size {max_size} for read from {self.log_path}")
-        found = self._find_batch(start_offset, self._index_position(start_offset))
-        if found is None:
-            return None
-        _, start_position, batch_size, window_position, window = found
-        metadata = LogOffsetMetadata(start_offset, self.base_offset, start_position)
+        if start_offset >= self._tail_offset and self._tail_last >= 0:
+            # an offset at or after the last append, itself one batch (a follower's usual
+            # read: the newest batch): that batch holds it, or no batch reaches it - what the
+            # walk below finds, without the walk (the records are read from the file)
+            if start_offset > self._tail_last:
+                return None
+            start_position = self._tail_position
+            batch_size = self._size - start_position
+            window = None
+        else:
+            # the walk from the index's floor position; for an offset of a last append of
+            # several batches, from where that append began (the batches before it end below
+            # the offset and the floor is not past it: the walk finds the same batch)
+            found = self._find_batch(start_offset, self._tail_position
+                                     if start_offset >= self._tail_offset
+                                     else self._index_position(start_offset))
+            if found is None:
+                return None
+            _, start_position, batch_size, window_position, window = found
+        metadata = _new_tuple(LogOffsetMetadata, (start_offset, self.base_offset, start_position))
         adjusted = max(max_size, batch_size) if min_one_message else max_size
         if adjusted == 0 or (max_position is not None and max_position < 0):
             return FetchDataInfo(metadata, b"")
@@ -719,13 +762,15 @@ class LogSegment:
         fetch_size = min(limit - start_position, adjusted)
         if fetch_size <= 0:
             records = b""
+        elif window is None:  # the last append's one batch
+            records = self._log.read(start_position, fetch_size)
         else:
             at = start_position - window_position
             if at + fetch_size <= len(window):
                 records = window[at:at + fetch_size]
             else:
                 records = self._log.read(start_position, fetch_size)
-        return FetchDataInfo(metadata, records, adjusted < batch_size)
+        return _new_tuple(FetchDataInfo, (metadata, records, adjusted < batch_size))
 
     def read_next_offset(self) -> int:
         """The offset after the last batch (base offset when empty)."""
@@ -825,6 +870,7 @@ class LogSegment:
             self._log.truncate(valid)
             self._size = valid
         self._next_offset = last + 1
+        self._tail_offset = _NO_TAIL  # the file may be cut
         self._bytes_since_last_index_entry = 0
         return SegmentRecovery(
             valid, truncated, cut, self._next_offset, reason if truncated > 0 else "", first_bad,
@@ -884,6 +930,7 @@ class LogSegment:
             self._log.truncate(mapping.position)
             self._size = mapping.position
             self._next_offset = None
+            self._tail_offset = _NO_TAIL  # the last append may be cut
         if self._size == 0:
             self.created = self.clock.milliseconds()
             self._rolling_based_timestamp = None
