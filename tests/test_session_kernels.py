@@ -227,12 +227,11 @@ def test_session_pending_marked_refuses_a_bad_block(impl):
     assert picked(bad_row, kern.session_pending_marked(bad_row, 2, 1)) == expected
 
 
-@pytest.mark.parametrize("impl", ["native", "twin"])
-def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
-    """A caught-up follower with nothing to read gets §6.2 at once (lastCaughtUpTimeMs = now);
-    an entry with a new HW is left for the read, which applies §6.2 itself."""
-    rng = np.random.default_rng(1)
-    cols = random_columns(rng, 2, 3)
+def caught_up_columns(rng: np.random.Generator, partitions: int):
+    """Columns of ``partitions`` led partitions with three replicas, every follower caught up
+    (LEO 10 = the leader's, HW 8, epoch 2, log start 3, all in the maximal ISR) and never
+    caught up before (last caught-up time 0)."""
+    cols = random_columns(rng, partitions, 3)
     cols.n_replicas[:] = 3
     cols.leader_leo[:] = 10
     cols.hw[:] = 8
@@ -241,6 +240,14 @@ def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
     cols.leo[:, :] = 10
     cols.log_start_offset[:, 0] = 3
     cols.last_caught_up_time_ms[:, :] = 0
+    return cols
+
+
+@pytest.mark.parametrize("impl", ["native", "twin"])
+def test_quiet_entry_updates_last_caught_up_and_busy_entry_does_not(impl):
+    """A caught-up follower with nothing to read gets §6.2 at once (lastCaughtUpTimeMs = now);
+    an entry with a new HW is left for the read, which applies §6.2 itself."""
+    cols = caught_up_columns(np.random.default_rng(1), 2)
     kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
     b = block([0, 1], rows=[0, 1], slots=[1, 1], fetch_offsets=[10, 10], log_starts=[0, 0],
               sent_hw=[8, 7], sent_log_start=[3, 3], req_epochs=[2, 2])
@@ -255,16 +262,7 @@ def test_bad_column_after_quiet_ones_raises_before_any_update(impl):
     """A bad column anywhere in the session (here after two quiet ones, in session order)
     refuses the whole fetch before any quiet column gets its §6.2 update; the same block
     with that column mended updates both quiet ones (they are quiet) and picks nothing."""
-    rng = np.random.default_rng(6)
-    cols = random_columns(rng, 3, 3)
-    cols.n_replicas[:] = 3
-    cols.leader_leo[:] = 10
-    cols.hw[:] = 8
-    cols.leader_epoch[:] = 2
-    cols.in_max_isr[:, :] = 1
-    cols.leo[:, :] = 10
-    cols.log_start_offset[:, 0] = 3
-    cols.last_caught_up_time_ms[:, :] = 0
+    cols = caught_up_columns(np.random.default_rng(6), 3)
     before = copy_columns(cols)
     kern = kernel_module(impl).ReplicaStateKernels(cols, 3)
     quiet = dict(rows=[0, 1, 2], fetch_offsets=[10, 10, 10], log_starts=[0, 0, 0],
