@@ -137,6 +137,14 @@ def _strip_suffix(name: str, suffix: str) -> str:
     return name[: -len(suffix)] if suffix and name.endswith(suffix) else name
 
 
+def trim_epoch_cache(cache: Any, log_end_offset: int, log_start_offset: int) -> None:
+    """The load's last word on the leader epoch cache: entries from the log end offset on are
+    dropped, then those wholly below the log-start checkpoint (each change written, as Kafka's
+    LogLoader does: truncateFromEndAsyncFlush, then truncateFromStartAsyncFlush)."""
+    cache.truncate_from_end(log_end_offset)
+    cache.truncate_from_start(log_start_offset)
+
+
 class LogLoader:
     """Runs §5.3 for one partition directory into ``segments``."""
 
@@ -502,12 +510,9 @@ class LogLoader:
                 # recovery left its indexes built; an inactive segment's wait for first use
                 seg.drop_indexes()
         active.resize_indexes(self.max_index_size)
-        cache = self.leader_epoch_cache
-        if cache is not None:
-            cache.truncate_from_end(leo)
         log_start = max(self.log_start_offset_checkpoint, self.segments.first.base_offset)
-        if cache is not None:
-            cache.truncate_from_start(self.log_start_offset_checkpoint)
+        if self.leader_epoch_cache is not None:
+            trim_epoch_cache(self.leader_epoch_cache, leo, self.log_start_offset_checkpoint)
         self.report.log_start_offset = log_start
         self.report.log_end_offset = leo
         self.report.recovery_point = recovery_point

@@ -54,7 +54,7 @@ from replica_core.storage import retention
 from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
 from replica_core.storage.config import LogConfig
 from replica_core.storage.leader_epoch import LeaderEpochCache
-from replica_core.storage.loader import LogLoader, RecoveryReport
+from replica_core.storage.loader import LogLoader, RecoveryReport, trim_epoch_cache
 from replica_core.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchInfo,
@@ -91,6 +91,7 @@ from replica_core.storage.segment import (
     LogOffsetMetadata,
     LogSegment,
     LogSegments,
+    _new_tuple,
     batch_kernel,
     filename_prefix,
     last_offsets,
@@ -181,8 +182,7 @@ def _recovered_epoch_cache(medium: Any, dir: str, log_end_offset: int,
                            log_start_offset: int) -> LeaderEpochCache | None:
     """The epoch cache of an untouched directory (:func:`_untouched_base`) as loading it after
     an unclean shutdown leaves it: the checkpoint read, then trimmed to the log as
-    :meth:`LogLoader.load` trims it (``truncate_from_end`` of the log end offset, then
-    ``truncate_from_start`` of the log-start checkpoint), each change written as there. None
+    :meth:`LogLoader.load` trims it (:func:`~replica_core.storage.loader.trim_epoch_cache`). None
     when the checkpoint is unreadable (the long way resets it and reports that)."""
     checkpoint = LeaderEpochCheckpointFile(medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE),
                                            exists=True)
@@ -190,8 +190,7 @@ def _recovered_epoch_cache(medium: Any, dir: str, log_end_offset: int,
         cache = LeaderEpochCache(checkpoint)
     except (CorruptCheckpointError, ValueError):
         return None
-    cache.truncate_from_end(log_end_offset)
-    cache.truncate_from_start(log_start_offset)
+    trim_epoch_cache(cache, log_end_offset, log_start_offset)
     return cache
 
 
@@ -362,9 +361,6 @@ def _join(dir: str, name: str) -> str:
 # only) and its log end (offset 0 at the start of segment 0)
 _OFFSET_0_ONLY = LogOffsetMetadata(0)
 _OFFSET_0_AT_0 = LogOffsetMetadata(0, 0, 0)
-# LogOffsetMetadata(*fields) without the generated __new__'s frame (every field given), for
-# the per-append and per-HW-move metadata
-_new_tuple = tuple.__new__
 
 _new_log = object.__new__  # a Log whose fields the caller sets, all of them (Log._create_at_0)
 
