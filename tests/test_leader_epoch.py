@@ -336,3 +336,44 @@ def test_first_assign_writes_the_one_entry_checkpoint():
     d = LeaderEpochCache(LeaderEpochCheckpointFile(medium, "/d/t-0/other"))
     assert d.assign(np.int64(7), np.int64(120)) is True
     assert medium.read_bytes("/d/t-0/other") == b"0\n1\n7 120\n"
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("assign"), st.integers(0, 12), st.integers(0, 200)),
+    st.tuples(st.just("assign_np"), st.integers(0, 12), st.integers(0, 200)),
+    st.tuples(st.just("end"), st.integers(-1, 220), st.just(0)),
+    st.tuples(st.just("start"), st.integers(0, 220), st.just(0)),
+    st.tuples(st.just("clear"), st.just(0), st.just(0)),
+), max_size=30))
+def test_latest_epoch_is_kept_on_the_cache_and_on_its_log(operations):
+    """``latest_epoch`` is a plain attribute of the cache and of the log holding it (the
+    cache's mirror): after every kind of change both are the last entry's epoch, an int, or
+    -1 when the cache is empty; a cache read back from the checkpoint says the same."""
+    from replica_core.clock import ManualClock
+    from replica_core.storage.config import LogConfig
+    from replica_core.storage.log import Log
+
+    medium = MemoryMedium()
+    medium.makedirs("/d")
+    log = Log.open("/d/t-0", LogConfig(), medium=medium, clock=ManualClock(0))
+    c = log.leader_epoch_cache
+    assert c.latest_epoch == log.latest_epoch == -1
+    for op, a, b in operations:
+        if op == "assign":
+            c.assign(a, b)
+        elif op == "assign_np":
+            c.assign(np.int64(a), np.int64(b))
+        elif op == "end":
+            c.truncate_from_end(a)
+        elif op == "start":
+            c.truncate_from_start(a)
+        else:
+            c.clear_and_flush()
+        entries = c.entries()
+        expected = entries[-1][0] if entries else -1
+        assert type(c.latest_epoch) is int and c.latest_epoch == expected
+        assert type(log.latest_epoch) is int and log.latest_epoch == expected
+        assert log.end_state()[3] == expected
+    reread = LeaderEpochCache(LeaderEpochCheckpointFile(medium, "/d/t-0/leader-epoch-checkpoint"))
+    assert reread.latest_epoch == c.latest_epoch

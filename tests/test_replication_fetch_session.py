@@ -335,6 +335,44 @@ def test_parked_fetches_completed_by_one_append_get_the_same_read():
     assert one[0] is two[0]
 
 
+def test_reads_at_the_same_log_end_share_one_answer_until_the_hw_moves():
+    """Two followers reading a partition at its log end while its LEO, HW and log start stay
+    as they were get the same answer (one read and one response entry, shared); once the HW
+    moves, the next read at that log end answers the new HW."""
+    c = cluster()
+    sids = {f: open_session(c, f) for f in (1, 2)}
+    c.produce(TP, 3, acks=1)
+    for f in (1, 2):  # each gets the batch and appends it (the HW is still 0)
+        resp = session_fetch(c, f, (), session_id=sids[f], epoch=1)
+        assert [(p.tp, p.high_watermark) for p in resp.partitions] == [(TP, 0)]
+        c.apply(f, resp)
+    assert c.partition(0, TP).log_end_offset == 3
+    # follower 1 reports offset 3 first: the HW stays 0 (follower 2 not there yet), nothing to
+    # send; follower 2's report moves the HW to 3 after its read, still nothing to send to it
+    resp = session_fetch(c, 1, (TP,), session_id=sids[1], epoch=2)
+    assert resp.partitions == ()
+    resp = session_fetch(c, 2, (TP,), session_id=sids[2], epoch=2)
+    assert resp.partitions == ()
+    assert c.partition(0, TP).high_watermark == 3
+    # both now read TP at its log end (offset 3) with HW news: one answer for both
+    one = session_fetch(c, 1, (), session_id=sids[1], epoch=3).partitions
+    two = session_fetch(c, 2, (), session_id=sids[2], epoch=3).partitions
+    assert [(p.tp, p.high_watermark, p.log_end_offset, len(p.records)) for p in one] \
+        == [(TP, 3, 3, 0)]
+    assert one[0] is two[0]
+    # the next batch moves the LEO to 5; once both followers have reported offset 5 the HW is
+    # 5, and follower 1's next read at that log end answers it: a new read, not the old one
+    c.produce(TP, 2, acks=1)
+    for f in (1, 2):
+        c.apply(f, session_fetch(c, f, (), session_id=sids[f], epoch=4))
+    assert session_fetch(c, 1, (TP,), session_id=sids[1], epoch=5).partitions == ()
+    assert session_fetch(c, 2, (TP,), session_id=sids[2], epoch=5).partitions == ()
+    again = session_fetch(c, 1, (), session_id=sids[1], epoch=6).partitions
+    assert [(p.tp, p.high_watermark, p.log_end_offset, len(p.records)) for p in again] \
+        == [(TP, 5, 5, 0)]
+    assert again[0] is not one[0]
+
+
 def test_a_change_between_two_completions_is_read_afresh():
     """Follower 1's answer, delivered at once, leads to another append before follower 2's
     parked fetch is completed: follower 2 is answered with both batches, not the first

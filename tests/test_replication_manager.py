@@ -294,3 +294,33 @@ def test_tick_due_version_moves_whenever_the_next_tick_may_come_earlier() -> Non
     assert v3 == v2 + 1 and due3 == due2 - 1
     c.produce(TP, 1, acks=-1, timeout_ms=30_000)  # parked, due later: nothing earlier
     assert (rm.tick_due_version(), rm.next_tick_due_ms()) == (v3, due3)
+
+
+def test_is_leader_follows_every_change_of_the_leader() -> None:
+    """``Partition.is_leader`` is kept with ``leader_id``: through elections, demotions, and
+    StopReplica with deletion."""
+    c = Cluster()
+    c.create()
+
+    def leaders() -> list[bool]:
+        return [c.partition(b).is_leader for b in range(3)]
+
+    def agree() -> None:
+        for b in range(3):
+            p = c.partition(b)
+            assert p.is_leader == (p.leader_id == b)
+
+    assert leaders() == [True, False, False]
+    agree()
+    c.leader_and_isr(TP, leader=1, isr=(0, 1, 2))
+    assert leaders() == [False, True, False]
+    agree()
+    c.leader_and_isr(TP, leader=2, isr=(0, 1, 2))
+    assert leaders() == [False, False, True]
+    agree()
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2))
+    assert leaders() == [True, False, False]
+    agree()
+    stopped = c.partition(0)
+    c.rm(0).stop_replica(TP, delete=True)
+    assert not stopped.is_leader and stopped.leader_id == -1

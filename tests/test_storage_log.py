@@ -522,10 +522,10 @@ def test_failed_write_raises_storage_error_and_leaves_no_partial_batch(env):
             real.write(position, bytes(data)[:10])
             raise OSError(28, "No space left on device")
 
-    seg._log = FullDisk()
+    seg.log_file = FullDisk()
     with pytest.raises(KafkaStorageError):
         log.append_as_leader(_batch(2), 0)
-    seg._log = real
+    seg.log_file = real
     assert _all_bytes(log) == before and log.log_end_offset == 2
     log.append_as_leader(_batch(1), 0)
     assert [b.base_offset for b in parse_batches(_all_bytes(log))] == [0, 2]
@@ -646,3 +646,42 @@ def test_hw_checkpoint_reads_again_only_moved_logs_and_writes_every_current_hw()
     check()
     assert "t 2 1" in (medium.read_bytes("/a/replication-offset-checkpoint")
                         + medium.read_bytes("/b/replication-offset-checkpoint")).decode()
+
+
+def test_offsets_read_as_attributes_follow_rolls_truncations_and_first_use(env):
+    """The attributes the upper layers read - log start, LEO and its metadata, HW, latest epoch,
+    whether the segments are built - agree with what they summarise after a new log's first
+    use, appends across rolls, a truncation inside a segment and across segments, and a full
+    truncation."""
+    cfg = LogConfig.from_properties({"segment.bytes": 400})
+
+    def check(log):
+        seg = log.segments.last
+        assert seg is log.active_segment
+        assert log.log_end_offset_metadata == (log.log_end_offset, seg.base_offset, seg.size)
+        assert log.high_watermark == log.high_watermark_metadata.message_offset
+        entries = log.leader_epoch_cache.entries()
+        assert log.latest_epoch == (entries[-1][0] if entries else -1)
+        assert log.segments_made
+
+    log = _open(env, config=cfg)
+    assert not log.segments_made  # a new log: its one segment waits for first use
+    assert log.log_end_offset == log.log_start_offset == log.high_watermark == 0
+    assert log.segments.last.base_offset == 0 and log.segments_made  # asking builds it
+    check(log)
+    for k in range(8):
+        log.append_as_leader(_batch(3), leader_epoch=1 + k // 3)
+        check(log)
+    assert len(log.segments) > 2
+    log.update_high_watermark(10)
+    check(log)
+    assert log.truncate_to(13)  # inside a batch of a later segment: that batch goes
+    check(log)
+    assert log.log_end_offset == 13 and log.latest_epoch == 2
+    assert log.truncate_to(4)  # back into the first segments
+    check(log)
+    assert log.log_end_offset == 4 and log.high_watermark == 4 and log.latest_epoch == 1
+    log.truncate_fully_and_start_at(40)
+    check(log)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark, log.latest_epoch) == \
+        (40, 40, 40, -1)

@@ -382,7 +382,7 @@ def test_a_new_logs_first_segment_is_what_the_constructor_builds(start, name):
                        max_index_size=CFG.segment_index_bytes, clock=clock,
                        file_already_exists=True, index_files_preallocated=True, created_ms=T0)
     assert type(made) is LogSegment and made.created == T0
-    names = [n for n in LogSegment.__slots__ if n not in ("_log", "__weakref__")]
+    names = [n for n in LogSegment.__slots__ if n not in ("log_file", "__weakref__")]
     unset = object()
     fields = {n: getattr(made, n, unset) for n in names}
     assert fields == {n: getattr(built, n, unset) for n in names}
@@ -416,7 +416,7 @@ def _slots(lg: Log) -> dict:
         if name == "__weakref__":
             continue
         v = getattr(lg, name)  # an unset field raises here
-        if name == "_segments":
+        if name == "segments":
             v = (type(v).__name__, [(s.base_offset, s.size, s.created, s.roll_jitter_ms)
                                     for s in v])
         elif name == "leader_epoch_cache":
@@ -448,7 +448,7 @@ def test_create_logs_makes_what_create_log_makes_one_at_a_time(monkeypatch):
     assert list(many._logs) == list(one._logs)
     assert many._log_dir_of == one._log_dir_of and many._dir_count == one._dir_count
     assert many.medium._pending == one.medium._pending
-    assert type(many.get_log("t", 0)._segments) is _NewLogSegments  # made the short way
+    assert type(many.get_log("t", 0).segments) is _NewLogSegments  # made the short way
     states = []
     for lm in (one, many):
         before = {tp: _slots(lg) for tp, lg in lm._logs.items()}  # (builds every segment)
@@ -463,7 +463,7 @@ def test_create_logs_makes_what_create_log_makes_one_at_a_time(monkeypatch):
         states.append((before, _state(lm.medium),
                        {tp: _log_state(lg) for tp, lg in again._logs.items()}))
     assert states[0] == states[1]
-    assert states[0][0][("j", 0)]["_segments"][1][0][3] != 0  # the jittered topic drew
+    assert states[0][0][("j", 0)]["segments"][1][0][3] != 0  # the jittered topic drew
 
 
 def test_create_logs_keeps_existing_logs_and_refuses_failed_ones():

@@ -485,3 +485,29 @@ def test_segment_created_ms_is_its_creation_time_for_rolling():
     assert seg.created == 1_000
     seg.append(10, -1, 10, make_batch([b"v"], base_offset=10, timestamps=[-1]))
     assert seg.time_waited_for_roll(5_000, -1) == 4_000
+
+
+def test_last_is_kept_by_every_change_of_the_segments():
+    """``LogSegments.last`` (a plain attribute) is the segment with the highest base offset
+    after every add (in or out of order, replacing one at the same base), removal (of the last
+    one or another, of a base it does not hold) and clear; None when empty."""
+    medium = MemoryMedium()
+    medium.makedirs("/data/topic-0")
+    rng = random.Random(5)
+    segs = LogSegments()
+    assert segs.last is None
+    held: dict[int, LogSegment] = {}
+    for step in range(300):
+        kind = rng.random()
+        base = rng.choice((0, 10, 20, 30, 40, 50))
+        if kind < 0.55:
+            seg = _segment(medium, "/data/topic-0", base, exists=base in held)
+            segs.add(seg)
+            held[base] = seg
+        elif kind < 0.95:
+            assert segs.remove(base) is held.pop(base, None)
+        else:
+            segs.clear()
+            held.clear()
+        assert segs.last is (held[max(held)] if held else None), step
+    assert LogSegments(held[max(held)] if held else None).last is segs.last

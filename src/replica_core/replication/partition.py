@@ -97,7 +97,7 @@ class Partition:
 
     __slots__ = ("tp", "broker_id", "table", "clock", "config", "_broker_epoch", "isr_listener",
                  "delayed", "alter_partition", "logs", "rows", "metadata", "log", "leader_id",
-                 "leader_epoch", "partition_epoch", "controller_epoch",
+                 "is_leader", "leader_epoch", "partition_epoch", "controller_epoch",
                  "leader_epoch_start_offset", "replicas", "adding_replicas", "removing_replicas",
                  "leader_recovery_state", "topic_id", "row", "_slot_of", "_pending",
                  "_pending_shrunk", "__weakref__")
@@ -117,6 +117,8 @@ class Partition:
         self.metadata = context.metadata
         self.log: PartitionLog | None = None
         self.leader_id: int = NO_LEADER
+        self.is_leader = False
+        """``leader_id == broker_id``: kept with ``leader_id`` (read on every fetch and append)."""
         self.leader_epoch: int = NO_EPOCH
         self.partition_epoch: int = -1
         self.controller_epoch: int = 0
@@ -136,10 +138,6 @@ class Partition:
                 f"isr={self.isr}, hw={self.high_watermark}, leo={self.log_end_offset})")
 
     # ---- views -------------------------------------------------------------------------------
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.broker_id
-
     @property
     def isr(self) -> list[int]:
         """The committed ISR, sorted (empty on a follower: Kafka clears it in makeFollower)."""
@@ -254,6 +252,7 @@ class Partition:
             self.leader_epoch_start_offset = leo
         self.partition_epoch = state.partition_epoch
         self.leader_id = me
+        self.is_leader = True
         return self.maybe_increment_leader_hw(now)
 
     def make_follower(self, state: LeaderAndIsrPartitionState) -> bool:
@@ -267,6 +266,7 @@ class Partition:
         self.controller_epoch = state.controller_epoch
         is_new_leader_epoch = state.leader_epoch > self.leader_epoch
         self.leader_id = state.leader
+        self.is_leader = state.leader == self.broker_id
         self.leader_epoch = state.leader_epoch
         self.leader_epoch_start_offset = None
         self.partition_epoch = state.partition_epoch
@@ -313,6 +313,7 @@ class Partition:
     def stop(self) -> None:
         """Forget leadership and leader-side state (StopReplica / partition removal)."""
         self.leader_id = NO_LEADER
+        self.is_leader = False
         self._drop_leader_state()
 
     # ---- epoch fencing (KIP-320) -------------------------------------------------------------

@@ -231,7 +231,8 @@ class ReplicaManager:
                  "fence_stale_controller_requests", "fetcher_manager", "isr_change_listener",
                  "controller_epoch", "metadata_cache", "table", "_partition_context",
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
-                 "_fetch_params", "_checkpoint_starts", "_shared_reads", "_leadership_gen",
+                 "_fetch_params", "_checkpoint_starts", "_shared_reads", "_log_end_reads",
+                 "_leadership_gen",
                  "_log_start_gen", "_reported_changes", "_partitions", "_by_row", "_unsent",
                  "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
@@ -287,6 +288,10 @@ class ReplicaManager:
         purgatory reads made so far (with the log end position and log they were made at), for
         the next fetch of the same read (see :meth:`_try_complete_delayed_fetch`); None
         otherwise."""
+        self._log_end_reads: dict[TopicPartition, LogEndReadResult] = {}
+        """Each partition's last read at its log end (:class:`LogEndReadResult`): a read at the
+        same log end position object, HW, log start and LEO is that read again (its content
+        is those values only), whoever fetches; it and its response entry are shared."""
         self._leadership_gen = 0
         self._log_start_gen = 0
         """Bumped when a leader's log start moves (retention, DeleteRecords): news for the
@@ -873,6 +878,7 @@ class ReplicaManager:
         partitions = self._partitions
         # reads shared between the parked fetches one change completes (purgatory reads only)
         shared = self._shared_reads if read_from_purgatory else None
+        log_end_reads = self._log_end_reads
         for info in parts:
             tp = info.tp
             partition = partitions.get(tp)
@@ -902,8 +908,13 @@ class ReplicaManager:
                 if to_log_end and (last_fetched < 0 or (fetch_offset <= leo
                                                         and last_fetched == latest)):
                     if fetch_offset == leo:
-                        res = LogEndReadResult(tp, log.log_end_offset_metadata, hw, log_start,
-                                               leo)
+                        end_meta = log.log_end_offset_metadata
+                        res = log_end_reads.get(tp)
+                        if (res is None or res.fetch_offset_metadata is not end_meta
+                                or res.high_watermark != hw or res.log_start_offset != log_start
+                                or res.log_end_offset != leo):
+                            res = log_end_reads[tp] = LogEndReadResult(tp, end_meta, hw,
+                                                                       log_start, leo)
                     elif shared is not None:
                         cap = min(info.partition_max_bytes, limit)
                         key = (tp, fetch_offset, cap, min_one_message, hard_limit)

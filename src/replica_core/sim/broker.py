@@ -205,8 +205,10 @@ class FetcherThread:
 
     def _on_wakeup(self) -> None:
         broker = self.broker
-        delay = broker.processing_delay_ms("fetch") if broker.slow_factors["fetch"] > 1.0 else 0
-        self.poke(broker.loop.now + delay)
+        if broker.slow_factors["fetch"] > 1.0:
+            self.poke(broker.loop.now + broker.processing_delay_ms("fetch"))
+        else:
+            self.poke()  # now (no processing delay)
 
     def _truncated(self, tps: Sequence[TopicPartition]) -> None:
         self.broker.cluster.checker.truncated(self.broker, tps)

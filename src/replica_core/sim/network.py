@@ -467,18 +467,22 @@ class Network:
         loop = self.loop
         now = loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
         if link.model is None and link.spike_rng is None and link.loss_rate <= 0.0:
+            # float(now) is exact (simulated ms are far below 2**53), and an int mixed with a
+            # float in a comparison or sum is that same double: these are the doubles
+            # _link_transit_ms computes, without converting ``now`` in each step
+            fnow = float(now)
             busy = link.busy_until_ms
-            # (an int ``now`` plus a float is the float(now) sum: the same double)
-            done = (busy if busy > now else now) + size / link.bandwidth_bytes_per_ms
+            done = (busy if busy > fnow else fnow) + size / link.bandwidth_bytes_per_ms
             link.busy_until_ms = done
-            delay = done - now + link.latency_ms
+            delay = done - fnow + link.latency_ms
         else:
             transit = self._link_transit_ms(link, size)
             if transit is None:
                 self.messages_lost += 1
                 return False
             delay = transit
-        at = now + (round(delay) if delay > 0 else 0)  # round(float) is an int
+        # round(delay) (a float: half to even, an int), called as the float method round() uses
+        at = now + (delay.__round__() if delay > 0.0 else 0)
         if at < link.last_arrival_ms:  # in order on the connection, as TCP delivers
             at = link.last_arrival_ms
         link.last_arrival_ms = at

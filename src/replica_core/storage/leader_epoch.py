@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from typing import Any
 
 from replica_core.storage.checkpoint import LeaderEpochCheckpointFile
 
@@ -20,7 +21,11 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    """Sorted (epoch, start_offset) entries backed by an optional ``leader-epoch-checkpoint``."""
+    """Sorted (epoch, start_offset) entries backed by an optional ``leader-epoch-checkpoint``.
+
+    ``latest_epoch`` — the latest cached epoch, −1 if none — is a plain attribute, kept by every
+    change of the entries (the replicas read it several times per message), and so is the
+    ``latest_epoch`` attribute of :attr:`mirror` when one is set (the log holding the cache)."""
 
     def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None,
                  entries: Iterable[tuple[int, int]] | None = None) -> None:
@@ -29,6 +34,8 @@ class LeaderEpochCache:
         self._checkpoint = checkpoint
         self._epochs: list[int] = []
         self._starts: list[int] = []
+        self.latest_epoch: int = UNDEFINED_EPOCH
+        self.mirror: Any = None
         source = entries if entries is not None else (
             checkpoint.read() if checkpoint is not None else ())
         for epoch, start in source:
@@ -39,6 +46,12 @@ class LeaderEpochCache:
         if not self._epochs:
             return True
         return epoch != self._epochs[-1] or start < self._starts[-1]
+
+    def _set_latest(self, epoch: int) -> None:
+        self.latest_epoch = epoch
+        mirror = self.mirror
+        if mirror is not None:
+            mirror.latest_epoch = epoch
 
     def _assign(self, epoch: int, start: int) -> bool:
         if epoch < 0 or start < 0:
@@ -54,6 +67,7 @@ class LeaderEpochCache:
             starts.pop()
         epochs.append(epoch)
         starts.append(start)
+        self._set_latest(int(epoch))
         return True
 
     def assign(self, epoch: int, start_offset: int) -> bool:
@@ -72,6 +86,7 @@ class LeaderEpochCache:
             # the first epoch (a follower's first batch, a new leader): one entry, one write
             epochs.append(epoch)
             self._starts.append(start_offset)
+            self._set_latest(epoch)
             checkpoint = self._checkpoint
             if checkpoint is not None:
                 checkpoint.write([(epoch, start_offset)])
@@ -94,8 +109,10 @@ class LeaderEpochCache:
         starts = self._starts
         if end_offset >= 0 and starts and starts[-1] >= end_offset:
             cut = bisect_left(starts, end_offset)
-            del self._epochs[cut:]
+            epochs = self._epochs
+            del epochs[cut:]
             del starts[cut:]
+            self._set_latest(int(epochs[-1]) if epochs else UNDEFINED_EPOCH)
             self._write_if_dir_exists()
 
     def truncate_from_start(self, start_offset: int) -> None:
@@ -117,6 +134,7 @@ class LeaderEpochCache:
         """Remove every entry without writing."""
         self._epochs.clear()
         self._starts.clear()
+        self._set_latest(UNDEFINED_EPOCH)
 
     def _write(self) -> None:
         if self._checkpoint is not None:
@@ -138,11 +156,6 @@ class LeaderEpochCache:
     @property
     def non_empty(self) -> bool:
         return bool(self._epochs)
-
-    @property
-    def latest_epoch(self) -> int:
-        """The latest cached epoch, −1 if none."""
-        return self._epochs[-1] if self._epochs else UNDEFINED_EPOCH
 
     @property
     def latest_entry(self) -> tuple[int, int] | None:

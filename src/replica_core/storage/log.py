@@ -409,13 +409,14 @@ class _NewLogSegments(LogSegments):
     :class:`LogSegments` (its class is switched), so later calls cost nothing extra.
 
     Every method and property of :class:`LogSegments` is wrapped here (generated below), so one
-    added there is covered too.
+    added there is covered too; so is its attribute ``last``.
     """
 
     def __init__(self, medium: Any, dir: str, base_offset: int, config: Any, clock: Any,
                  jitter_source: Any, created_ms: int) -> None:
         # no containers yet: LogSegments.__init__ runs when the segment is made
         self._pending = (medium, dir, base_offset, config, clock, jitter_source, created_ms)
+        self._owner: Log | None = None  # the log holding these segments (its segments_made)
 
     @property
     def base_offset(self) -> int:
@@ -434,8 +435,13 @@ class _NewLogSegments(LogSegments):
             segment = LogSegment.for_new_log(medium, dir, base_offset, config.index_interval_bytes,
                                          config.segment_index_bytes, clock, created_ms)
         del self._pending
-        LogSegments.__init__(self, segment)
+        owner = self._owner
+        del self._owner
+        # the class first: ``last``, read-only here, is the attribute __init__ sets there
         self.__class__ = LogSegments  # type: ignore[assignment]
+        LogSegments.__init__(self, segment)
+        if owner is not None:
+            owner.segments_made = True
 
 
 def _materializing(name: str, attr: Any) -> Any:
@@ -460,13 +466,30 @@ for _name, _attr in list(vars(LogSegments).items()):
             and not isinstance(_attr, (staticmethod, classmethod, type)):
         setattr(_NewLogSegments, _name, _materializing(_name, _attr))
 del _name, _attr
+# LogSegments.last is an attribute its methods keep: read here, it makes the segment first
+_NewLogSegments.last = _materializing(  # type: ignore[assignment]
+    "last", property(doc="The segment with the highest base offset."))
 
 
 class Log:
-    """A partition log directory. Open with :meth:`Log.open`."""
+    """A partition log directory. Open with :meth:`Log.open`.
 
-    __slots__ = ("dir", "medium", "clock", "jitter_source", "_segments", "_log_start_offset",
-                 "_recovery_point", "_leo_meta_cache", "_leo", "_hw", "leader_epoch_cache", "_psm",
+    ``log_start_offset``, ``log_end_offset``, ``log_end_offset_metadata`` (the LEO with its
+    segment and position), ``high_watermark`` (the HW's offset; its metadata is
+    :attr:`high_watermark_metadata`) and ``latest_epoch`` (the epoch cache's latest epoch, −1
+    when none; the cache keeps it, as its ``mirror``) are plain attributes, read-only to
+    everyone but the log and its cache: the upper layers read them several times per message,
+    and an attribute costs a fraction of a property's call. So are ``segments`` (the
+    :class:`LogSegments`) and ``segments_made``: False while the log is as :meth:`_create` left
+    it — one empty segment, never written or read, whose object is not built yet (asking
+    ``segments`` anything builds it, which sets this True): a reader may take it as holding no
+    batches without building it.
+    """
+
+    __slots__ = ("dir", "medium", "clock", "jitter_source", "segments", "segments_made",
+                 "log_start_offset",
+                 "_recovery_point", "log_end_offset_metadata", "log_end_offset", "_hw",
+                 "high_watermark", "leader_epoch_cache", "latest_epoch", "_psm",
                  "_psm_start", "_producer_id_expiration_ms", "_recovery_report", "_creation",
                  "last_flush_ms", "closed", "topic_id", "log_start_listener",
                  "high_watermark_changes", "config", "_pending_file_deletions", "topic",
@@ -501,17 +524,23 @@ class Log:
         self.medium = medium
         self.clock = clock
         self.jitter_source = jitter_source  # roll jitter of new segments (LogSegment.open)
-        self._segments = segments
-        self._log_start_offset = int(log_start_offset)
+        self.segments = segments
+        self.segments_made = type(segments) is not _NewLogSegments
+        if not self.segments_made:
+            segments._owner = self
+        self.log_start_offset = int(log_start_offset)
         self._recovery_point = int(recovery_point)
-        self._leo_meta_cache: LogOffsetMetadata | None = next_offset_metadata
-        self._leo = next_offset_metadata.message_offset
-        self._hw = _OFFSET_0_ONLY if self._log_start_offset == 0 \
-            else LogOffsetMetadata(self._log_start_offset)
+        self.log_end_offset_metadata: LogOffsetMetadata = next_offset_metadata
+        self.log_end_offset = next_offset_metadata.message_offset
+        self._hw = _OFFSET_0_ONLY if self.log_start_offset == 0 \
+            else LogOffsetMetadata(self.log_start_offset)
+        self.high_watermark = self._hw.message_offset
         self.leader_epoch_cache = leader_epoch_cache
+        leader_epoch_cache.mirror = self  # keeps latest_epoch
+        self.latest_epoch = leader_epoch_cache.latest_epoch
         # None until needed (a created log): see _producer_state
         self._psm = producer_state
-        self._psm_start = self._log_start_offset  # where a state made now starts, snapshotted
+        self._psm_start = self.log_start_offset  # where a state made now starts, snapshotted
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._recovery_report = recovery_report
         # a created log's report is built when asked for: (dir, clean, start, recovery point,
@@ -528,7 +557,7 @@ class Log:
         """A set this log adds itself to whenever its high watermark is set (the log manager's:
         its next ``replication-offset-checkpoint`` reads again only the logs in it)."""
         self.update_config(config)
-        self._update_log_start_offset(self._log_start_offset)
+        self._update_log_start_offset(self.log_start_offset)
 
     # --- construction -------------------------------------------------------------------
     @classmethod
@@ -731,13 +760,18 @@ class Log:
         lg.medium = medium
         lg.clock = clock
         lg.jitter_source = jitter_source
-        lg._segments = segments
-        lg._log_start_offset = 0
+        lg.segments = segments
+        lg.segments_made = False
+        segments._owner = lg
+        lg.log_start_offset = 0
         lg._recovery_point = 0
-        lg._leo_meta_cache = _OFFSET_0_AT_0
-        lg._leo = 0
+        lg.log_end_offset_metadata = _OFFSET_0_AT_0
+        lg.log_end_offset = 0
         lg._hw = _OFFSET_0_ONLY
+        lg.high_watermark = 0
         lg.leader_epoch_cache = cache
+        cache.mirror = lg
+        lg.latest_epoch = -1
         lg._psm = None
         lg._psm_start = 0
         lg._producer_id_expiration_ms = producer_id_expiration_ms
@@ -823,22 +857,6 @@ class Log:
         self._creation = None
 
     @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._leo
-
-    @property
-    def log_end_offset_metadata(self) -> LogOffsetMetadata:
-        return self._leo_meta_cache or self._leo_meta  # built only when an append cleared it
-
-    @property
-    def high_watermark(self) -> int:
-        return self._hw.message_offset
-
-    @property
     def high_watermark_metadata(self) -> LogOffsetMetadata:
         return self._hw
 
@@ -847,53 +865,35 @@ class Log:
         return self._recovery_point
 
     @property
-    def segments(self) -> LogSegments:
-        return self._segments
-
-    @property
-    def segments_made(self) -> bool:
-        """False while the log is as :meth:`_create` left it — one empty segment, never
-        written or read, whose object is not built yet (asking :attr:`segments` anything
-        builds it): a reader may take it as holding no batches without building it."""
-        return type(self._segments) is not _NewLogSegments
-
-    @property
     def active_segment(self) -> LogSegment:
-        seg = self._segments.last
+        seg = self.segments.last
         assert seg is not None
         return seg
-
-    @property
-    def latest_epoch(self) -> int:
-        """Latest cached leader epoch, −1 when none."""
-        epoch = self.leader_epoch_cache.latest_epoch
-        return -1 if epoch is None else int(epoch)
 
     def end_state(self) -> tuple[int, int, int, int]:
         """(:attr:`log_end_offset`, :attr:`high_watermark`, :attr:`log_start_offset`,
         :attr:`latest_epoch`) in one call: what a leader's read of a follower fetch looks at
         before reading, once per partition of every fetch."""
-        epoch = self.leader_epoch_cache.latest_epoch
-        return (self._leo, self._hw.message_offset, self._log_start_offset,
-                -1 if epoch is None else int(epoch))
+        return (self.log_end_offset, self.high_watermark, self.log_start_offset,
+                self.latest_epoch)
 
     @property
     def unflushed_messages(self) -> int:
-        return self._leo - self._recovery_point
+        return self.log_end_offset - self._recovery_point
 
     @property
     def size(self) -> int:
-        return sum(seg.size for seg in self._segments)
+        return sum(seg.size for seg in self.segments)
 
     def __repr__(self) -> str:
         return (
-            f"Log({self.topic}-{self.partition}, lso={self._log_start_offset}, "
-            f"hw={self.high_watermark}, leo={self._leo}, segments={len(self._segments)})"
+            f"Log({self.topic}-{self.partition}, lso={self.log_start_offset}, "
+            f"hw={self.high_watermark}, leo={self.log_end_offset}, segments={len(self.segments)})"
         )
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
         """(epoch, end offset) from the epoch cache, ``None`` when undefined (§4.3)."""
-        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self._leo)
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
         if offset == UNKNOWN_OFFSET:
             return None
         return int(epoch), int(offset)
@@ -918,7 +918,7 @@ class Log:
         # One kernel call for the common append (one v2 batch, no rebuild, no error); anything
         # else, errors included, takes the general path below.
         fast = None if topic is None else (_records_module or _records()).analyze_validate_and_assign(
-            batch_bytes, self._leo, leader_epoch, now, origin, *topic)
+            batch_bytes, self.log_end_offset, leader_epoch, now, origin, *topic)
         if fast is None:
             return self._append(batch_bytes, origin, True, leader_epoch, False, now)
         info, valid, base_offset = fast
@@ -970,7 +970,7 @@ class Log:
         info, row = fast
         first_offset = info.first_offset
         last_offset = info.last_offset
-        if first_offset < self._leo or last_offset - first_offset > INT32_MAX:
+        if first_offset < self.log_end_offset or last_offset - first_offset > INT32_MAX:
             # UnexpectedAppendOffsetError / LogSegmentOffsetOverflowError, from the general path
             return self._append(batch_bytes, "replication", False, -1, True)
         now = self.clock.milliseconds()
@@ -1020,7 +1020,7 @@ class Log:
         if info.valid_bytes <= 0:
             return info
         valid = rec.trim_invalid_bytes(records, info)
-        leo = self._leo
+        leo = self.log_end_offset
         if now is None:
             now = self.clock.milliseconds()
         if assign_offsets:
@@ -1154,7 +1154,7 @@ class Log:
                 f"message batch size is {size} bytes in append to {self.topic}-{self.partition}, "
                 f"which exceeds the maximum configured segment size of {self._segment_bytes}"
             )
-        segments = self._segments
+        segments = self.segments
         if type(segments) is _NewLogSegments:
             segments._materialize()  # a created log's first append: its segment is made now
         try:
@@ -1169,15 +1169,14 @@ class Log:
                 f"error while appending records to {self.topic}-{self.partition}: {e}"
             ) from e
         # _update_log_end_offset, inlined (the LEO only grows here), with the LEO's metadata
-        # made from the segment just written (what _leo_meta builds from the active segment:
-        # the next HW move or read asks for it)
-        leo = self._leo = last_offset + 1
-        self._leo_meta_cache = _new_tuple(LogOffsetMetadata, (leo, segment.base_offset,
-                                                              segment.size))
+        # made from the segment just written
+        leo = self.log_end_offset = last_offset + 1
+        meta = self.log_end_offset_metadata = _new_tuple(
+            LogOffsetMetadata, (leo, segment.base_offset, segment.size))
         if self._recovery_point > leo:
             self._recovery_point = leo
-        if self._hw.message_offset >= leo:
-            self._set_hw(self._leo_meta)
+        if self.high_watermark >= leo:
+            self._set_hw(meta)
         if leo - self._recovery_point >= self._flush_messages:
             self.flush(leo)
 
@@ -1238,12 +1237,12 @@ class Log:
         producer state at its base offset (so recovery can start from the snapshot and that
         segment); flush the snapshot and the old segments."""
         self._check_open()
-        new_offset = max(expected_next_offset or 0, self._leo)
-        active = self._segments.last
-        if new_offset in self._segments:
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.segments.last
+        if new_offset in self.segments:
             if active.base_offset == new_offset and active.size == 0:
                 # KAFKA-6388: an empty active segment whose index reports full
-                self._segments.remove(new_offset)
+                self.segments.remove(new_offset)
                 self._delete_segment_files([active])
             else:
                 raise KafkaStorageError(
@@ -1268,13 +1267,13 @@ class Log:
                 active.on_become_inactive()
         segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock,
                                   jitter_source=self.jitter_source)
-        self._segments.add(segment)
-        self._update_log_end_offset(self._leo)
+        self.segments.add(segment)
+        self._update_log_end_offset(self.log_end_offset)
         psm = self._producer_state()
         psm.update_map_end_offset(new_offset)
         snapshot = psm.take_snapshot(sync=False)
-        if self._hw.message_offset >= self._leo:
-            self._set_hw(self._leo_meta)
+        if self.high_watermark >= self.log_end_offset:
+            self._set_hw(self.log_end_offset_metadata)
         # Kafka schedules this flush (the snapshot's, then the segments'); the step model runs
         # it now
         if snapshot is not None:
@@ -1283,18 +1282,13 @@ class Log:
         return segment
 
     def _update_log_end_offset(self, offset: int) -> None:
-        self._leo = offset
-        self._leo_meta_cache = None  # built on demand from the active segment (same values)
+        """The LEO moved to ``offset`` at the end of the active segment (a roll or a
+        truncation has just made or cut it): its metadata is made from that segment."""
+        self.log_end_offset = offset
+        active = self.segments.last
+        self.log_end_offset_metadata = LogOffsetMetadata(offset, active.base_offset, active.size)
         if self._recovery_point > offset:
             self._recovery_point = offset
-
-    @property
-    def _leo_meta(self) -> LogOffsetMetadata:
-        meta = self._leo_meta_cache
-        if meta is None:
-            active = self._segments.last
-            meta = self._leo_meta_cache = LogOffsetMetadata(self._leo, active.base_offset, active.size)
-        return meta
 
     # --- high watermark (§5.2, §6.4) ---------------------------------------------------------
     def update_high_watermark(self, hw: int | LogOffsetMetadata) -> int:
@@ -1305,10 +1299,10 @@ class Log:
             offset = hw.message_offset
         else:
             offset = hw if hw.__class__ is int else int(hw)
-        if offset < self._log_start_offset:
-            meta = LogOffsetMetadata(self._log_start_offset)
-        elif offset >= self._leo:
-            meta = self._leo_meta_cache or self._leo_meta  # built only when an append cleared it
+        if offset < self.log_start_offset:
+            meta = LogOffsetMetadata(self.log_start_offset)
+        elif offset >= self.log_end_offset:
+            meta = self.log_end_offset_metadata
         else:  # an offset alone becomes offset-only metadata, made only when it is kept
             meta = given if given is not None else _new_tuple(LogOffsetMetadata, (offset, -1, -1))
         self._set_hw(meta)
@@ -1318,6 +1312,7 @@ class Log:
         if meta.message_offset < 0:
             raise ValueError("high watermark offset should be non-negative")
         self._hw = meta
+        self.high_watermark = meta.message_offset
         if self._psm is not None:
             self._psm.on_high_watermark_updated(meta.message_offset)
         changes = self.high_watermark_changes
@@ -1328,9 +1323,10 @@ class Log:
         self, new_hw: LogOffsetMetadata
     ) -> LogOffsetMetadata | None:
         """Leader: move the HW forward (or to a newer segment at the same offset); old HW or None."""
-        if new_hw.message_offset > self._leo:
+        if new_hw.message_offset > self.log_end_offset:
             raise ValueError(
-                f"high watermark {new_hw} update exceeds current log end offset {self._leo_meta}"
+                f"high watermark {new_hw} update exceeds current log end offset "
+                f"{self.log_end_offset_metadata}"
             )
         old = self.fetch_high_watermark_metadata()
         if old.message_offset < new_hw.message_offset or (
@@ -1342,7 +1338,7 @@ class Log:
 
     def maybe_update_high_watermark(self, hw: int) -> int | None:
         """Follower: adopt the leader's HW (clamped); the new value if it changed, else None."""
-        old = self._hw.message_offset
+        old = self.high_watermark
         new = self.update_high_watermark(hw)
         return None if new == old else new
 
@@ -1350,27 +1346,27 @@ class Log:
         """HW with segment/position filled in (resolved through the index when needed)."""
         hw = self._hw
         if hw.message_offset_only:
-            if hw.message_offset < self._leo:
+            if hw.message_offset < self.log_end_offset:
                 hw = self.convert_to_offset_metadata(hw.message_offset)
             else:
-                hw = self._leo_meta
-            if hw.message_offset == self._hw.message_offset:
+                hw = self.log_end_offset_metadata
+            if hw.message_offset == self.high_watermark:
                 self._hw = hw
         return hw
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
         """Segment and position of ``offset`` (OffsetOutOfRangeError outside the log)."""
-        if offset < self._log_start_offset:
+        if offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
-                f"offset {offset} is below the log start offset {self._log_start_offset} of "
+                f"offset {offset} is below the log start offset {self.log_start_offset} of "
                 f"{self.topic}-{self.partition}"
             )
-        return self._local_read(offset, 1, self._leo_meta, False).fetch_offset_metadata
+        return self._local_read(offset, 1, self.log_end_offset_metadata, False).fetch_offset_metadata
 
     # --- log start offset ----------------------------------------------------------------
     def _update_log_start_offset(self, offset: int) -> None:
-        self._log_start_offset = offset
-        if self._hw.message_offset < offset:
+        self.log_start_offset = offset
+        if self.high_watermark < offset:
             self.update_high_watermark(offset)
         if self._recovery_point < offset:
             self._recovery_point = offset
@@ -1386,9 +1382,9 @@ class Log:
                 f"{self.topic}-{self.partition} since it is larger than the high watermark "
                 f"{self.high_watermark}"
             )
-        if new_log_start_offset > self._log_start_offset:
+        if new_log_start_offset > self.log_start_offset:
             self._update_log_start_offset(new_log_start_offset)
-            self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
             if self._psm is not None:
                 self._psm.on_log_start_offset_incremented(new_log_start_offset)
             else:  # what that call leaves in a state with no snapshot
@@ -1407,14 +1403,14 @@ class Log:
         segment); their files are renamed ``.deleted`` and removed ``file.delete.delay.ms``
         later by :meth:`delete_due_files` (at once when the delay is 0)."""
         self._check_open()
-        segments = self._segments
+        segments = self.segments
         if type(segments) is _NewLogSegments:
             return 0  # one empty segment, never written: nothing is deletable (and nothing read)
         config = self.config
         if len(segments) == 1 and self._keeps_only_segment(segments, config):
             return 0
         total = self._delete_old_segments(
-            retention.log_start_offset_breached(self._log_start_offset))
+            retention.log_start_offset_breached(self.log_start_offset))
         if config.delete:
             by_size = retention.retention_size_breached(self.size, int(config.retention_bytes))
             if by_size is not None:
@@ -1432,7 +1428,7 @@ class Log:
         end and the segment holds bytes (an empty last segment is never deletable); by size
         only when ``retention.bytes`` ≥ 0 (left to the walk); by time when its largest
         timestamp is more than ``retention.ms`` old."""
-        if not config.delete or self._hw.message_offset < self._leo:
+        if not config.delete or self.high_watermark < self.log_end_offset:
             return True
         seg = segments.last
         if seg.size == 0:
@@ -1446,21 +1442,21 @@ class Log:
     def _delete_old_segments(self, predicate: Any) -> int:
         """``deleteOldSegments(predicate)`` + ``deleteSegments``: the deletable prefix goes; when
         that is every segment, a new active segment is rolled first (a log keeps one)."""
-        deletable = retention.deletable_segments(list(self._segments), self._leo,
+        deletable = retention.deletable_segments(list(self.segments), self.log_end_offset,
                                                  self.high_watermark, predicate)
         if not deletable:
             return 0
         to_delete = deletable
-        if len(self._segments) == len(deletable):
+        if len(self.segments) == len(deletable):
             new_segment = self.roll()
             if deletable[-1].base_offset == new_segment.base_offset:
                 to_delete = deletable[:-1]  # the empty active segment was replaced by the roll
         if to_delete:
-            following = self._segments.higher(to_delete[-1].base_offset)
+            following = self.segments.higher(to_delete[-1].base_offset)
             assert following is not None  # the roll above guarantees a later segment
             self.maybe_increment_log_start_offset(following.base_offset)
             for seg in to_delete:
-                self._segments.remove(seg.base_offset)
+                self.segments.remove(seg.base_offset)
             self._delete_segment_files_async(to_delete)
             if self._psm is not None:  # no state made yet: no snapshot written
                 delete_producer_snapshots(self._psm, [seg.base_offset for seg in to_delete])
@@ -1514,13 +1510,13 @@ class Log:
         up to the HW. Raises :class:`OffsetOutOfRangeError` below the log start offset or above
         the LEO; an offset between the bound and the LEO gives empty records.
         """
-        if offset < self._log_start_offset:
+        if offset < self.log_start_offset:
             raise OffsetOutOfRangeError(
                 f"received request for offset {offset} for partition {self.topic}-{self.partition}, "
-                f"but we only have log segments starting from offset: {self._log_start_offset}."
+                f"but we only have log segments starting from offset: {self.log_start_offset}."
             )
         if isolation == "log_end":
-            max_meta = self._leo_meta
+            max_meta = self.log_end_offset_metadata
         elif isolation == "high_watermark":
             max_meta = self.fetch_high_watermark_metadata()
         else:
@@ -1534,8 +1530,8 @@ class Log:
         max_meta: LogOffsetMetadata,
         min_one_message: bool,
     ) -> FetchDataInfo:
-        end_offset = self._leo
-        segments = self._segments
+        end_offset = self.log_end_offset
+        segments = self.segments
         if (start_offset == max_meta.message_offset and type(segments) is _NewLogSegments
                 and segments.base_offset <= start_offset <= end_offset):
             # the one segment is not made yet: what the checks below give for it, unmade
@@ -1553,15 +1549,16 @@ class Log:
         while segment is not None:
             if segment.base_offset < max_meta.segment_base_offset:
                 max_position: int | None = segment.size
-            elif segment.base_offset == max_meta.segment_base_offset and not max_meta.message_offset_only:
+            elif segment.base_offset == max_meta.segment_base_offset:
+                # (a segment's base is >= 0, so such metadata is never offset-only)
                 max_position = max_meta.relative_position_in_segment
             else:
                 max_position = -1
             data = segment.read(start_offset, max_length, max_position, min_one_message)
             if data is not None:
                 return data
-            segment = self._segments.higher(segment.base_offset)
-        return FetchDataInfo(self._leo_meta, b"")
+            segment = self.segments.higher(segment.base_offset)
+        return FetchDataInfo(self.log_end_offset_metadata, b"")
 
     # --- offsets by timestamp ---------------------------------------------------------
     def offset_for_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
@@ -1569,21 +1566,21 @@ class Log:
         cache = self.leader_epoch_cache
         if target_timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
             earliest = cache.earliest_entry
-            epoch = earliest[0] if earliest is not None and earliest[1] <= self._log_start_offset else None
-            return TimestampAndOffset(-1, self._log_start_offset, epoch)
+            epoch = earliest[0] if earliest is not None and earliest[1] <= self.log_start_offset else None
+            return TimestampAndOffset(-1, self.log_start_offset, epoch)
         if target_timestamp == LATEST_TIMESTAMP:
             latest = self.latest_epoch
-            return TimestampAndOffset(-1, self._leo, latest if latest >= 0 else None)
+            return TimestampAndOffset(-1, self.log_end_offset, latest if latest >= 0 else None)
         if target_timestamp == MAX_TIMESTAMP:
             return self._max_timestamp_offset()
-        for seg in self._segments:
+        for seg in self.segments:
             if seg.largest_timestamp() >= target_timestamp:
-                return self._search_segment_for_timestamp(seg, target_timestamp, self._log_start_offset)
+                return self._search_segment_for_timestamp(seg, target_timestamp, self.log_start_offset)
         return None
 
     def _max_timestamp_offset(self) -> TimestampAndOffset | None:
         best = None
-        for seg in self._segments:
+        for seg in self.segments:
             ts = seg.max_timestamp_and_offset_so_far
             if best is None or ts.timestamp > best[1].timestamp:
                 best = (seg, ts)
@@ -1622,31 +1619,31 @@ class Log:
         self._check_open()
         if target_offset < 0:
             raise ValueError(f"cannot truncate partition {self.topic}-{self.partition} to a negative offset")
-        if target_offset >= self._leo:
-            self.leader_epoch_cache.truncate_from_end(self._leo)
+        if target_offset >= self.log_end_offset:
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
-        if self._segments.first.base_offset > target_offset:
+        if self.segments.first.base_offset > target_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
         psm = self._producer_state()  # complete up to the LEO before the cut
-        doomed = self._segments.after(target_offset)
+        doomed = self.segments.after(target_offset)
         for seg in doomed:
-            self._segments.remove(seg.base_offset)
+            self.segments.remove(seg.base_offset)
         self._delete_segment_files(doomed)
-        active = self._segments.last
+        active = self.segments.last
         active.truncate_to(target_offset)
         active.flush()
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(target_offset)
         delete_producer_snapshots(psm, [seg.base_offset for seg in doomed])
         self.leader_epoch_cache.truncate_from_end(target_offset)
-        if target_offset < self._log_start_offset:
-            self._log_start_offset = target_offset
+        if target_offset < self.log_start_offset:
+            self.log_start_offset = target_offset
             if self.log_start_listener is not None:
                 self.log_start_listener(target_offset)
         self._rebuild_producer_state(target_offset)
-        if self._hw.message_offset >= self._leo:
-            self._set_hw(self._leo_meta)
+        if self.high_watermark >= self.log_end_offset:
+            self._set_hw(self.log_end_offset_metadata)
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int, log_start_offset: int | None = None) -> None:
@@ -1656,21 +1653,21 @@ class Log:
         if new_offset < 0:
             raise ValueError("cannot start a log at a negative offset")
         psm = self._producer_state()
-        doomed = list(self._segments)
-        self._segments.clear()
+        doomed = list(self.segments)
+        self.segments.clear()
         self._delete_segment_files(doomed)
         segment = LogSegment.open(self.medium, self.dir, new_offset, self.config, self.clock,
                                   jitter_source=self.jitter_source)
-        self._segments.add(segment)
+        self.segments.add(segment)
         self.medium.fsync_dir(self.dir)
         self._update_log_end_offset(new_offset)
         self.leader_epoch_cache.clear_and_flush()
         psm.truncate_fully_and_start_at(new_offset)
-        self._log_start_offset = new_offset if log_start_offset is None else int(log_start_offset)
+        self.log_start_offset = new_offset if log_start_offset is None else int(log_start_offset)
         self._rebuild_producer_state(new_offset)
-        self.update_high_watermark(self._leo_meta)
+        self.update_high_watermark(self.log_end_offset_metadata)
         if self.log_start_listener is not None:
-            self.log_start_listener(self._log_start_offset)
+            self.log_start_listener(self.log_start_offset)
 
     def _delete_segment_files(self, segments: list[LogSegment]) -> None:
         """Rename to ``.deleted`` then remove (see the module docstring for the step model)."""
@@ -1690,10 +1687,10 @@ class Log:
             psm = self._psm = ProducerStateManager.for_new_log(
                 self.medium, self.dir, self.clock, self._psm_start,
                 producer_id_expiration_ms=self._producer_id_expiration_ms)
-            if self._leo == self._psm_start:
+            if self.log_end_offset == self._psm_start:
                 return psm  # made ending at the LEO already
         # Kafka moves the end offset after every append; appends without a producer id skip it
-        psm.update_map_end_offset(self._leo)
+        psm.update_map_end_offset(self.log_end_offset)
         return psm
 
     @property
@@ -1707,9 +1704,9 @@ class Log:
         psm = self._psm
         assert psm is not None
         rebuild_producer_state(
-            psm, segment_base_offsets=self._segments.base_offsets(),
-            read_batches=functools.partial(_segment_producer_batches, self._segments),
-            log_start_offset=self._log_start_offset, last_offset=last_offset)
+            psm, segment_base_offsets=self.segments.base_offsets(),
+            read_batches=functools.partial(_segment_producer_batches, self.segments),
+            log_start_offset=self.log_start_offset, last_offset=last_offset)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> list[int]:
         """Forget producers idle for ``producer.id.expiration.ms`` (Kafka's periodic
@@ -1727,19 +1724,19 @@ class Log:
         """
         self._check_open()
         if offset is None:
-            flush_offset, new_recovery_point = self._leo + 1, self._leo
+            flush_offset, new_recovery_point = self.log_end_offset + 1, self.log_end_offset
         else:
             flush_offset = new_recovery_point = int(offset)
         rp = self._recovery_point
         if flush_offset <= rp:
             return
-        to_flush = self._segments.values(rp, flush_offset)
+        to_flush = self.segments.values(rp, flush_offset)
         for seg in to_flush:
             seg.flush()
         if any(seg.base_offset >= rp for seg in to_flush):
             self.medium.fsync_dir(self.dir)
         if new_recovery_point > self._recovery_point:
-            self._recovery_point = min(new_recovery_point, self._leo)
+            self._recovery_point = min(new_recovery_point, self.log_end_offset)
             self.last_flush_ms = self.clock.milliseconds()
 
     def flush_if_due(self) -> bool:
@@ -1747,7 +1744,7 @@ class Log:
         if self._flush_ms == _LONG_MAX or self.closed:
             return False
         if self.clock.milliseconds() - self.last_flush_ms >= self._flush_ms:
-            self.flush(self._leo)
+            self.flush(self.log_end_offset)
             return True
         return False
 
@@ -1761,9 +1758,9 @@ class Log:
         all segments (indexes are trimmed); no flush — call :meth:`flush` first."""
         if self.closed:
             return
-        if self._psm is not None or self._leo > self._psm_start:
+        if self._psm is not None or self.log_end_offset > self._psm_start:
             self._producer_state().take_snapshot()
-        self._segments.close()
+        self.segments.close()
         self.closed = True
 
     def close_handlers(self) -> None:
@@ -1771,15 +1768,15 @@ class Log:
         directory went offline, or the process is gone)."""
         if self.closed:
             return
-        self._segments.close()
+        self.segments.close()
         self.closed = True
 
     def delete(self) -> None:
         """Close the log and remove its directory with everything in it."""
         if not self.closed:
-            self._segments.close()
+            self.segments.close()
             self.closed = True
-        self._segments.clear()
+        self.segments.clear()
         self.medium.rmtree(self.dir)
 
 

@@ -236,13 +236,15 @@ def last_offsets(headers: np.ndarray) -> np.ndarray:
 class LogSegment:
     """A segment: batches appended to ``<base>.log``, sparse ``.index`` and ``.timeindex``.
 
-    Build with :meth:`open`. Indexes open lazily (Kafka's ``LazyIndex``).
+    Build with :meth:`open`. Indexes open lazily (Kafka's ``LazyIndex``). ``size`` (bytes in
+    the ``.log`` file) and ``log_file`` (that file's :class:`MediumFile`) are plain attributes,
+    read-only to everyone but the segment.
     """
 
     __slots__ = ("medium", "dir", "base_offset", "index_interval_bytes", "max_index_size",
-                 "roll_jitter_ms", "clock", "suffix", "_size", "_offset_index", "_time_index",
+                 "roll_jitter_ms", "clock", "suffix", "size", "_offset_index", "_time_index",
                  "created", "_rolling_based_timestamp", "_max_ts", "_bytes_since_last_index_entry",
-                 "_next_offset", "closed", "_indexes_preallocated", "_log", "_tail_offset",
+                 "_next_offset", "closed", "_indexes_preallocated", "log_file", "_tail_offset",
                  "_tail_position", "_tail_last", "__weakref__")
 
     def __init__(
@@ -276,12 +278,12 @@ class LogSegment:
         self.suffix = suffix
         path = log_file_path(dir, base_offset, suffix)
         try:
-            self._log = medium.open(path, create=not file_already_exists)
+            self.log_file = medium.open(path, create=not file_already_exists)
         except FileNotFoundError:
             raise
         except OSError as e:
             raise KafkaStorageError(f"cannot open {path}: {e}") from e
-        self._size = int(self._log.size())
+        self.size = int(self.log_file.size())
         self._offset_index: Any = None
         self._time_index: Any = None
         self.created = clock.milliseconds() if created_ms is None else created_ms
@@ -289,7 +291,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._max_ts: TimestampOffset | None = None
         self._bytes_since_last_index_entry = 0
-        self._next_offset: int | None = None if self._size else self.base_offset
+        self._next_offset: int | None = None if self.size else self.base_offset
         # the last append (see append): none known yet
         self._tail_offset = _NO_TAIL
         self._tail_position = 0
@@ -333,8 +335,8 @@ class LogSegment:
         segment.roll_jitter_ms = 0
         segment.clock = clock
         segment.suffix = ""
-        segment._log = log_file
-        segment._size = size = int(log_file.size())
+        segment.log_file = log_file
+        segment.size = size = int(log_file.size())
         segment._offset_index = None
         segment._time_index = None
         segment.created = created_ms
@@ -409,11 +411,6 @@ class LogSegment:
         return txn_index_path(self.dir, self.base_offset, self.suffix)
 
     @property
-    def log_file(self) -> Any:
-        """The ``.log`` :class:`MediumFile`."""
-        return self._log
-
-    @property
     def offset_index(self) -> Any:
         if self._offset_index is None:
             self._offset_index = OffsetIndex(
@@ -431,13 +428,8 @@ class LogSegment:
             )
         return self._time_index
 
-    @property
-    def size(self) -> int:
-        """Bytes in the ``.log`` file."""
-        return self._size
-
     def __repr__(self) -> str:
-        return f"LogSegment(base_offset={self.base_offset}, size={self._size})"
+        return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
 
     # --- timestamps -------------------------------------------------------------------------
     @property
@@ -459,8 +451,11 @@ class LogSegment:
         the batch headers are scanned once instead of falling back to the file's mtime as Kafka
         does, so timestamp lookups stay correct.
         """
-        ts = self.max_timestamp_so_far
-        if ts < 0 and self._size > 0:
+        max_ts = self._max_ts
+        if max_ts is None:
+            max_ts = self.max_timestamp_and_offset_so_far
+        ts = max_ts.timestamp  # max_timestamp_so_far, without its two property calls
+        if ts < 0 and self.size > 0:
             best = self._max_ts
             for headers in self.scan_headers(0):
                 col = headers[:, COL_MAX_TIMESTAMP]
@@ -472,8 +467,8 @@ class LogSegment:
         return ts if ts >= 0 else NO_TIMESTAMP
 
     def _first_batch_timestamp(self) -> int | None:
-        if self._rolling_based_timestamp is None and self._size >= 17:
-            header = bytes(self._log.read(0, min(self._size, 61)))
+        if self._rolling_based_timestamp is None and self.size >= 17:
+            header = bytes(self.log_file.read(0, min(self.size, 61)))
             magic = header[16]
             if magic >= 2 and len(header) >= 43:
                 self._rolling_based_timestamp = struct.unpack_from(">q", header, 35)[0]
@@ -515,7 +510,7 @@ class LogSegment:
     def roll_needed(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
                     max_segment_bytes: int, max_segment_ms: int) -> bool:
         """:meth:`should_roll` with positional arguments (the log's per-append call)."""
-        size = self._size
+        size = self.size
         if size > max_segment_bytes - messages_size:
             return True
         if size > 0:
@@ -559,7 +554,7 @@ class LogSegment:
         n = records.nbytes if isinstance(records, memoryview) else len(records)
         if n <= 0:
             return
-        physical_position = self._size
+        physical_position = self.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
         if not 0 <= largest_offset - self.base_offset <= INT32_MAX:
@@ -569,15 +564,15 @@ class LogSegment:
             )
         # the size is tracked here, so write at it (saves the fstat an append needs)
         try:
-            self._log.write(physical_position, records)
+            self.log_file.write(physical_position, records)
         except OSError as e:
             # a short write must not leave half a batch behind the valid data
             try:
-                self._log.truncate(physical_position)
+                self.log_file.truncate(physical_position)
             except OSError:
                 pass
             raise KafkaStorageError(f"error appending to {self.log_path}: {e}") from e
-        self._size = physical_position + n
+        self.size = physical_position + n
         previous_next = self._next_offset
         if previous_next is not None:
             # the last append, for reads of its offsets: every batch before it ends below
@@ -618,12 +613,12 @@ class LogSegment:
         a bad size field or magic. CRCs are not checked here.
         """
         kernel = batch_kernel()
-        end = self._size if end is None else min(end, self._size)
+        end = self.size if end is None else min(end, self.size)
         pos = position
         window = _SCAN_WINDOW
         while pos < end:
             n = min(end - pos, window)
-            view = self._log.view(pos, n)  # viewing(self._log, pos, n), in line
+            view = self.log_file.view(pos, n)  # viewing(self.log_file, pos, n), in line
             try:
                 headers, valid, stop = kernel.scan_batches(view, 0, n, False)
             finally:
@@ -645,7 +640,7 @@ class LogSegment:
                 continue
             if pos + n >= end:
                 return  # partial batch at the end
-            size_field = bytes(self._log.read(pos + 8, 4))
+            size_field = bytes(self.log_file.read(pos + 8, 4))
             if len(size_field) < 4:
                 return
             need = _SIZE_FIELD.unpack(size_field)[0] + LOG_OVERHEAD
@@ -672,8 +667,8 @@ class LogSegment:
         position, window): the bytes it has just read from the file at the window position,
         which hold the batch's header and often the whole batch."""
         find = batch_kernel().find_batch
-        read = self._log.read
-        end = self._size
+        read = self.log_file.read
+        end = self.size
         pos = starting_position
         window = max(2 * self.index_interval_bytes, 8192)
         while pos < end:
@@ -742,7 +737,7 @@ class LogSegment:
             if start_offset > self._tail_last:
                 return None
             start_position = self._tail_position
-            batch_size = self._size - start_position
+            batch_size = self.size - start_position
             window = None
         else:
             # the walk from the index's floor position; for an offset of a last append of
@@ -758,18 +753,18 @@ class LogSegment:
         adjusted = max(max_size, batch_size) if min_one_message else max_size
         if adjusted == 0 or (max_position is not None and max_position < 0):
             return FetchDataInfo(metadata, b"")
-        limit = self._size if max_position is None else max_position
+        limit = self.size if max_position is None else max_position
         fetch_size = min(limit - start_position, adjusted)
         if fetch_size <= 0:
             records = b""
         elif window is None:  # the last append's one batch
-            records = self._log.read(start_position, fetch_size)
+            records = self.log_file.read(start_position, fetch_size)
         else:
             at = start_position - window_position
             if at + fetch_size <= len(window):
                 records = window[at:at + fetch_size]
             else:
-                records = self._log.read(start_position, fetch_size)
+                records = self.log_file.read(start_position, fetch_size)
         return _new_tuple(FetchDataInfo, (metadata, records, adjusted < batch_size))
 
     def read_next_offset(self) -> int:
@@ -792,7 +787,7 @@ class LogSegment:
         :meth:`read_next_offset` does). Never raises for what it finds.
         """
         kernel = batch_kernel()
-        end = self._size
+        end = self.size
         pos = int(self.offset_index.last_entry()[1]) if end else 0
         if not 0 <= pos <= end:
             return False
@@ -800,7 +795,7 @@ class LogSegment:
         window = _SCAN_WINDOW
         while pos < end:
             n = min(end - pos, window)
-            view = self._log.view(pos, n)  # viewing(self._log, pos, n), in line
+            view = self.log_file.view(pos, n)  # viewing(self.log_file, pos, n), in line
             try:
                 headers, valid, stop = kernel.scan_batches(view, 0, n, False)
             finally:
@@ -813,7 +808,7 @@ class LogSegment:
             if stop == STOP_END or valid > 0:
                 continue  # the whole window, or the window cut a batch: read on from it
             # one batch larger than the window: widen the window to it
-            need = _SIZE_FIELD.unpack(bytes(self._log.read(pos + 8, 4)))[0] + LOG_OVERHEAD
+            need = _SIZE_FIELD.unpack(bytes(self.log_file.read(pos + 8, 4)))[0] + LOG_OVERHEAD
             if need <= n or pos + need > end:
                 return False
             window = need
@@ -837,9 +832,9 @@ class LogSegment:
         """
         kernel = batch_kernel()
         self._max_ts = None
-        size = self._size
+        size = self.size
         if size:
-            view = self._log.view(0, size)  # viewing(self._log, 0, size), in line
+            view = self.log_file.view(0, size)  # viewing(self.log_file, 0, size), in line
             try:
                 headers, valid, stop = kernel.scan_batches(view, 0, size, True)
             finally:
@@ -867,8 +862,8 @@ class LogSegment:
 
         truncated = size - valid
         if truncated > 0:
-            self._log.truncate(valid)
-            self._size = valid
+            self.log_file.truncate(valid)
+            self.size = valid
         self._next_offset = last + 1
         self._tail_offset = _NO_TAIL  # the file may be cut
         self._bytes_since_last_index_entry = 0
@@ -925,13 +920,13 @@ class LogSegment:
         oi.resize(self.max_index_size)
         ti.resize(self.max_index_size)
         truncated = 0
-        if mapping is not None and mapping.position < self._size:
-            truncated = self._size - mapping.position
-            self._log.truncate(mapping.position)
-            self._size = mapping.position
+        if mapping is not None and mapping.position < self.size:
+            truncated = self.size - mapping.position
+            self.log_file.truncate(mapping.position)
+            self.size = mapping.position
             self._next_offset = None
             self._tail_offset = _NO_TAIL  # the last append may be cut
-        if self._size == 0:
+        if self.size == 0:
             self.created = self.clock.milliseconds()
             self._rolling_based_timestamp = None
             self._next_offset = self.base_offset
@@ -966,7 +961,7 @@ class LogSegment:
 
     def flush(self) -> None:
         """fsync the log and both indexes."""
-        self._log.flush()
+        self.log_file.flush()
         if self._indexes_preallocated:
             _ = self.offset_index, self.time_index  # their files exist: fsync them too
         if self._offset_index is not None:
@@ -990,7 +985,7 @@ class LogSegment:
         for index in (self._offset_index, self._time_index):
             if index is not None:
                 index.close()
-        self._log.close()
+        self.log_file.close()
         self.closed = True
 
     def close_handlers(self) -> None:
@@ -1003,7 +998,7 @@ class LogSegment:
                     index.close()
                 except Exception:  # noqa: BLE001
                     pass
-        self._log.close()
+        self.log_file.close()
         self.closed = True
 
     def _paths(self, suffix: str) -> list[str]:
@@ -1044,7 +1039,10 @@ class LogSegment:
 
 
 class LogSegments:
-    """The segments of one log keyed by base offset, in order (Kafka's ``LogSegments``)."""
+    """The segments of one log keyed by base offset, in order (Kafka's ``LogSegments``).
+
+    ``last`` — the segment with the highest base offset (the active one), None when empty — is
+    a plain attribute, kept by every change (read on every append and by every log check)."""
 
     def __init__(self, segment: LogSegment | None = None) -> None:
         """Empty, or holding ``segment``."""
@@ -1054,6 +1052,7 @@ class LogSegments:
         else:
             self._bases = [segment.base_offset]
             self._by_base = {segment.base_offset: segment}
+        self.last: LogSegment | None = segment
 
     def add(self, segment: LogSegment) -> LogSegment | None:
         """Insert, replacing any segment with the same base; returns the replaced one."""
@@ -1062,17 +1061,23 @@ class LogSegments:
         if old is None:
             bisect.insort(self._bases, base)
         self._by_base[base] = segment
+        if base == self._bases[-1]:
+            self.last = segment
         return old
 
     def remove(self, base_offset: int) -> LogSegment | None:
         seg = self._by_base.pop(base_offset, None)
         if seg is not None:
-            self._bases.remove(base_offset)
+            bases = self._bases
+            bases.remove(base_offset)
+            if seg is self.last:
+                self.last = self._by_base[bases[-1]] if bases else None
         return seg
 
     def clear(self) -> None:
         self._bases.clear()
         self._by_base.clear()
+        self.last = None
 
     def close(self) -> None:
         for seg in self:
@@ -1100,10 +1105,6 @@ class LogSegments:
     @property
     def first(self) -> LogSegment | None:
         return self._by_base[self._bases[0]] if self._bases else None
-
-    @property
-    def last(self) -> LogSegment | None:
-        return self._by_base[self._bases[-1]] if self._bases else None
 
     def floor(self, offset: int) -> LogSegment | None:
         """The segment with the largest base offset ≤ ``offset``."""
