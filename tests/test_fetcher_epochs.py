@@ -258,6 +258,24 @@ def test_logs_without_epochs_truncate_to_their_high_watermarks_in_one_pass(monke
     assert c.log(1, tps[1]).log_end_offset == 5
 
 
+def test_high_watermark_truncation_of_named_partitions_reads_their_epochs():
+    """``truncate_to_high_watermark`` of named partitions (not the epoch-less selection): each
+    state's last fetched epoch is the log's latest epoch after the cut, read from the log."""
+    c = FetcherCluster((0, 1))
+    c.leader_and_isr(leader=0)
+    c.produce(values=[b"a"])
+    c.leader_and_isr(leader=0, to=[0, 1], leader_epoch=3)
+    c.produce(values=[b"b"])
+    c.step([1], rounds=3)
+    assert (c.log(1).log_end_offset, c.log(1).latest_epoch) == (2, 3)
+    f = c.fetcher(1)
+    f.partition_states.update(TP, f.fetch_state(TP).updated(last_fetched_epoch=None))
+    f.truncate_to_high_watermark([TP])
+    st = f.fetch_state(TP)
+    assert (st.state, st.fetch_offset, st.last_fetched_epoch) == (FETCHING, 2, 3)
+    assert c.log(1).log_end_offset == 2
+
+
 def kip101_scenario1(truncation: str) -> tuple[FetcherCluster, list]:
     """§9.1 with brokers 1 (leader) and 2; returns the cluster and m1's produce answers."""
     c = FetcherCluster((1, 2), truncation=truncation)

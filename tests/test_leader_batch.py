@@ -289,7 +289,7 @@ def _snapshot(c: Cluster, broker: int, n: int) -> dict:
         if p is None:
             continue
         out[i] = (p.leader_id, p.leader_epoch, p.partition_epoch, p.leader_epoch_start_offset,
-                  p.replicas, p.row, p.isr, p.high_watermark, dict(p._slot_of),
+                  p.replicas, p.row, p.isr, p.high_watermark, dict(p.slot_of),
                   p.log_end_offset, p.log.leader_epoch_cache.entries() if p.log else None)
     files = {}
     for i in range(n):

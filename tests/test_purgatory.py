@@ -276,3 +276,38 @@ def test_earliest_moves_counts_only_timers_that_become_the_first_deadline(purgat
     assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (2, T0 + 5000)
     purgatory.try_complete_else_delay(Op(100, log, "e"))  # T0 + 1100: before "b"
     assert (purgatory.earliest_moves, purgatory.next_deadline_ms()) == (3, T0 + 1100)
+
+
+def test_watch_lists_hold_exactly_the_keys_with_ops_to_check(purgatory, clock):
+    """``watch_lists`` (what the replica manager looks at before calling check_and_complete):
+    a key is in it iff it has a non-empty watch list, through watching, completing, expiry,
+    purging and cancelling."""
+    log: list = []
+
+    def check() -> None:
+        for key, ops in purgatory.watch_lists.items():
+            assert ops, key
+        assert purgatory.has_watchers == bool(purgatory.watch_lists)
+
+    a, b, c = Op(100, log, "a"), Op(200, log, "b"), Op(300, log, "c")
+    purgatory.try_complete_else_watch(a, ["k1", "k2"])
+    purgatory.try_complete_else_watch(b, ["k2"])
+    purgatory.try_complete_else_watch(c, ["k3"])
+    assert set(purgatory.watch_lists) == {"k1", "k2", "k3"}
+    check()
+    a.ready = True
+    assert purgatory.check_and_complete("k1") == 1
+    assert set(purgatory.watch_lists) == {"k2", "k3"}  # k2 still holds a (completed) and b
+    check()
+    assert purgatory.check_and_complete("k2") == 0
+    assert purgatory.watch_lists["k2"] == [b]
+    check()
+    clock.advance(200)
+    purgatory.advance_clock()  # b expires; its list lingers until checked or purged
+    assert purgatory.purge_completed() == 1
+    assert set(purgatory.watch_lists) == {"k3"}
+    check()
+    assert purgatory.cancel_for_key("k3") == [c]
+    assert purgatory.watch_lists == {}
+    check()
+    assert purgatory.check_and_complete("k3") == 0

@@ -465,7 +465,7 @@ def test_session_rows_map_each_partition_to_the_followers_table_slot():
     sid = open_session(c, follower=2)
     rm = c.rm(0)
     session = rm.fetch_manager.cache.get(sid)
-    session.refresh_rows(rm._row_and_slot, rm._leadership_gen)  # noqa: SLF001
+    session.refresh_rows(rm._rows_and_slots, rm._leadership_gen)  # noqa: SLF001
     p = c.partition(0, TP)
     i, j = session.index[TP], session.index[TP1]
     assert (session.rows[i], session.slots[i]) == (p.row, p.table.slot(p.row, 2))
@@ -549,7 +549,7 @@ def test_parked_fetch_answers_what_a_scan_of_the_whole_session_finds(monkeypatch
                   and op.log_start_gen == self._log_start_gen
                   and op.session_version == session.version
                   and op.session_epoch == session.epoch)
-        session.refresh_rows(self._row_and_slot, self._leadership_gen)
+        session.refresh_rows(self._rows_and_slots, self._leadership_gen)
         m = self.table.kernels.session_pending(session.columns, len(session.index))
         assert got == [session.parts[i].tp for i in session.out[:m].tolist()]
         seen["marked"] += marked
@@ -588,3 +588,31 @@ def test_one_session_fetch_moving_two_partitions_advances_each_hw_in_order():
     assert resp.partitions == ()
     resp = session_fetch(c, 1, (), session_id=sid, epoch=3)
     assert [(p.tp, p.high_watermark) for p in resp.partitions] == [(TP, 2), (TP1, 2)]
+
+
+def test_fetch_metadata_is_full_is_set_from_the_epoch_on_every_construction() -> None:
+    """``FetchMetadata.is_full`` is kept, not computed: every way of making one sets it (epoch
+    INITIAL or FINAL), and it is neither compared, hashed nor shown."""
+    import pickle
+
+    from replica_core.replication.fetch_metadata import (
+        FINAL_EPOCH,
+        INITIAL_EPOCH,
+        FetchMetadata,
+    )
+
+    made = [FetchMetadata(7, e) for e in (FINAL_EPOCH, INITIAL_EPOCH, 1, 2, 2**31 - 1, -5)]
+    made += [FetchMetadata.INITIAL, FetchMetadata.LEGACY, FetchMetadata.new_incremental(7)]
+    for m in list(made):
+        made += [m.next_incremental(), m.next_close_existing(),
+                 m.next_close_existing_attempt_new(), pickle.loads(pickle.dumps(m)),
+                 dataclasses.replace(m, epoch=3), dataclasses.replace(m, epoch=INITIAL_EPOCH)]
+    assert len(made) == 63
+    for m in made:
+        assert m.is_full is (m.epoch in (INITIAL_EPOCH, FINAL_EPOCH)), m
+    assert [m.is_full for m in made[:9]] == [True, True, False, False, False, False, True, True,
+                                            False]
+    a, b = FetchMetadata(7, 1), FetchMetadata(7, 1)
+    assert a == b and hash(a) == hash(b) and repr(a) == "FetchMetadata(session_id=7, epoch=1)"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.is_full = True  # type: ignore[misc]

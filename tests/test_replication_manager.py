@@ -324,3 +324,53 @@ def test_is_leader_follows_every_change_of_the_leader() -> None:
     stopped = c.partition(0)
     c.rm(0).stop_replica(TP, delete=True)
     assert not stopped.is_leader and stopped.leader_id == -1
+
+
+def test_local_log_is_each_hosted_partitions_log() -> None:
+    """``ReplicaManager.local_log`` (a lookup kept where partitions get logs and stop being
+    hosted) answers ``partition(tp).log`` for every partition, through leading, following, a
+    LeaderAndIsr without a live leader, a refused topic id, StopReplica with and without
+    deletion, and hosting the partition again."""
+    c = Cluster(n=4)
+    tp1 = TopicPartition("t", 1)
+    unknown = TopicPartition("u", 0)
+    rms = [c.rm(b) for b in range(4)]
+
+    def agree() -> None:
+        for rm in rms:
+            for tp in (TP, tp1, unknown, ("t", 0)):
+                p = rm.partition(tp)
+                assert rm.local_log(tp) is (p.log if p is not None else None)
+                assert rm.get_partition(tp) is p
+
+    agree()
+    c.create()
+    c.create(tp1, replicas=(1, 2, 3), leader=3)
+    for b in (0, 1, 2):
+        assert c.rm(b).local_log(TP) is not None
+    agree()
+    # refused: a topic id other than the log's; nothing new is made on broker 3 either
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2), topic_id="A" * 22, brokers=(0, 1, 2))
+    c.leader_and_isr(TP, leader=0, isr=(0, 1, 2), topic_id="B" * 22, brokers=(0,))
+    agree()
+    # not assigned here: hosted without a log
+    resp = c.leader_and_isr(unknown, leader=0, isr=(0, 1, 2), brokers=(3,))
+    assert resp[3].partition_errors[unknown] == Errors.UNKNOWN_TOPIC_OR_PARTITION
+    assert c.rm(3).partition(unknown) is not None and c.rm(3).local_log(unknown) is None
+    agree()
+    req = LeaderAndIsrRequest(99, 1, c.broker_epochs[3], (LeaderAndIsrPartitionState(
+        "t", 0, 1, -1, 9, (0, 1, 2, 3), 9, (0, 1, 2, 3)),))
+    assert c.rm(3).become_leader_or_follower(req).partition_errors[TP] == Errors.NONE
+    assert c.rm(3).local_log(TP) is not None  # no leader: the log is made all the same
+    agree()
+    assert c.rm(1).stop_replica(TP) == Errors.NONE  # still hosted, log kept
+    assert c.rm(1).local_log(TP) is not None
+    agree()
+    old = c.rm(2).local_log(tp1)
+    assert c.rm(2).stop_replica(tp1, delete=True) == Errors.NONE
+    assert c.rm(2).local_log(tp1) is None and c.rm(2).partition(tp1) is None
+    agree()
+    c.leader_and_isr(tp1, leader=3, isr=(1, 2, 3), replicas=(1, 2, 3))
+    new = c.rm(2).local_log(tp1)
+    assert new is not None and new is not old
+    agree()

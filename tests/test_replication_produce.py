@@ -171,3 +171,21 @@ def test_a_timed_out_or_forced_answer_keeps_the_append_offsets() -> None:
     c.catch_up()
     assert op.try_complete()
     assert done[0][TP] == ProducePartitionResponse(Errors.NONE, 2, -1, 0)
+
+
+def test_the_topic_min_isr_overrides_the_brokers_and_is_capped_by_the_assignment() -> None:
+    """``Partition.effective_min_isr``: a topic's ``min.insync.replicas`` other than Kafka's
+    default 1 wins over the broker's; either is capped by the number of assigned replicas."""
+    from replica_core.storage.config import LogConfig
+
+    c = Cluster(log_config=LogConfig(min_insync_replicas=2))  # broker default: 1
+    c.create(isr=(0,))
+    assert c.partition(0).effective_min_isr() == 2
+    assert c.produce(n=1, acks=-1)[TP].error_code == Errors.NOT_ENOUGH_REPLICAS
+    c = Cluster(config=ReplicaConfig(min_insync_replicas=3), log_config=LogConfig())
+    c.create(replicas=(0, 1), isr=(0, 1))
+    assert c.partition(0).effective_min_isr() == 2  # 3 wanted, two replicas assigned
+    c = Cluster(config=ReplicaConfig(min_insync_replicas=2),
+                log_config=LogConfig(min_insync_replicas=3))
+    c.create()
+    assert c.partition(0).effective_min_isr() == 3

@@ -67,17 +67,20 @@ def _all_bytes(log):
 
 
 # --- leader append --------------------------------------------------------------------------
-def test_end_state_is_the_four_offsets_a_leader_read_looks_at(env):
+def test_the_four_offsets_a_leader_read_looks_at(env):
+    """LEO, HW, log start and latest epoch, the attributes a leader's read compares."""
     log = _open(env)
-    assert log.end_state() == (0, 0, 0, -1)  # empty: no epoch cached yet
+
+    def offsets():
+        return log.log_end_offset, log.high_watermark, log.log_start_offset, log.latest_epoch
+
+    assert offsets() == (0, 0, 0, -1)  # empty: no epoch cached yet
     for _ in range(4):
         log.append_as_leader(_batch(3), leader_epoch=5)
     log.update_high_watermark(6)
-    assert log.end_state() == (12, 6, 0, 5)
+    assert offsets() == (12, 6, 0, 5)
     assert log.maybe_increment_log_start_offset(3)
-    assert log.end_state() == (12, 6, 3, 5)
-    assert log.end_state() == (log.log_end_offset, log.high_watermark, log.log_start_offset,
-                               log.latest_epoch)
+    assert offsets() == (12, 6, 3, 5)
 
 
 def test_leader_append_assigns_offsets_and_stamps_epoch(env):

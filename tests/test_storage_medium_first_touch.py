@@ -193,3 +193,22 @@ def test_pending_epoch_write_keeps_the_directory_pending_and_untouched_answers()
     assert d in m._pending and m.untouched_files(d) is None
     assert m.durable_bytes(f"{d}/{EPOCH}") == b"0\n0\n" and d not in m._pending
     assert m.durable_size(f"{d}/{LOG}") == 0  # its name made durable by the write's sync
+
+
+def test_pending_epoch_write_keeps_its_own_copy_of_the_bytes():
+    """A write into a pending directory waits with it as the bytes written, not as the
+    caller's buffer: a bytearray changed after the write leaves the file as written - read
+    while pending, once the directory is made, and after a power failure (durable by the
+    write's sync)."""
+    m = _new("fast")
+    d = _path("fast", 0)
+    m.create_dir_with_files(d, FILES)
+    data = bytearray(b"0\n1\n5 0\n")
+    m.write_atomic(f"{d}/{EPOCH}", data)
+    data[:] = b"changed!"
+    assert d in m._pending and m.read_bytes(f"{d}/{EPOCH}") == b"0\n1\n5 0\n"
+    assert d in m._pending  # a read made nothing
+    assert m.listdir(d) == sorted(name for name, _ in FILES) and d not in m._pending
+    assert m.read_bytes(f"{d}/{EPOCH}") == b"0\n1\n5 0\n"
+    m.crash("power")
+    assert m.read_bytes(f"{d}/{EPOCH}") == b"0\n1\n5 0\n"

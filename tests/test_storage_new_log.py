@@ -260,6 +260,8 @@ NAMES = ["a", "b", "c", "d", "e"]
 _ops = st.lists(st.one_of(
     st.tuples(st.just("newdir"), st.integers(0, 2)),
     st.tuples(st.just("newsub"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("new_if_absent"), st.integers(0, 2)),
+    st.tuples(st.just("newsub_if_absent"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("append"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("read"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("remove"), st.integers(0, 2), st.sampled_from(NAMES)),
@@ -289,6 +291,14 @@ def _op(m: MemoryMedium, op: tuple, general: bool) -> object:
         if general:
             return Medium.create_dir_with_files(m, sub, FILES)
         return m.create_dir_with_files(sub, FILES)
+    if kind in ("new_if_absent", "newsub_if_absent"):
+        path = d(op[1]) if kind == "new_if_absent" else f"{d(op[1])}/{op[2]}"
+        if general:  # exists, then the file-by-file sequence where it said no
+            if m.exists(path):
+                return False
+            Medium.create_dir_with_files(m, path, FILES)
+            return True
+        return m.create_new_dir_with_files(path, FILES)
     if kind == "append":
         with m.open(f"{d(op[1])}/{op[2]}", create=True) as f:
             return f.append(b"x" * 5)
@@ -335,6 +345,9 @@ def _looks(m: MemoryMedium) -> list:
 @example(ops=[("mvdir", 0, 2), ("fsync_dir", -1), ("crash", "power")], fsync_persists_name=False)
 @example(ops=[("rmtree", 0), ("newdir", 0), ("read", 0, "c")], fsync_persists_name=False)
 @example(ops=[("mkdir_below", 0, "a")], fsync_persists_name=False)
+@example(ops=[("new_if_absent", 2), ("newsub_if_absent", 0, "a"), ("newsub_if_absent", 0, "e"),
+              ("new_if_absent", 1), ("write_atomic", 2, "a"), ("crash", "power")],
+         fsync_persists_name=False)
 @example(ops=[("newsub", 0, "e"), ("mvdir", 0, 2)], fsync_persists_name=False)
 @example(ops=[("newsub", 0, "e"), ("rmtree", 0)], fsync_persists_name=False)
 @example(ops=[("rename", 0, "c", 2, "e"), ("fsync_dir", 2), ("crash", "power")],

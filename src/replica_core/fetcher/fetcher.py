@@ -601,7 +601,7 @@ class ReplicaFetcher:
             return  # the common round: nothing to select
         with_epochs, without = self._truncating_partitions()
         if without:
-            self._truncate_to_fetch_offsets(without)
+            self._truncate_to_fetch_offsets(without, epochless=True)
         if with_epochs:
             request = OffsetsForLeaderEpochRequest(self.broker_id, tuple(with_epochs.values()))
             # a failed request errors every partition (retried after the backoff)
@@ -651,18 +651,21 @@ class ReplicaFetcher:
         state is the local HW it started from; the partition then fetches (§4.7). ``tps`` defaults
         to the Truncating partitions without an epoch."""
         if tps is None:
-            items = self._truncating_partitions()[1]
-        else:
-            state_value = self.partition_states.state_value
-            items = [(tp, state) for tp in tps if (state := state_value(tp)) is not None]
-        self._truncate_to_fetch_offsets(items)
+            self._truncate_to_fetch_offsets(self._truncating_partitions()[1], epochless=True)
+            return
+        state_value = self.partition_states.state_value
+        self._truncate_to_fetch_offsets(
+            [(tp, state) for tp in tps if (state := state_value(tp)) is not None])
 
-    def _truncate_to_fetch_offsets(self, items: list[tuple[TopicPartition, PartitionFetchState]]
-                                   ) -> None:
+    def _truncate_to_fetch_offsets(self, items: list[tuple[TopicPartition, PartitionFetchState]],
+                                   epochless: bool = False) -> None:
         """:meth:`truncate_to_high_watermark` of ``(partition, its current state)`` pairs: each
         log truncated to the state's fetch offset (``doTruncate``: a failure marks the partition
         failed), the truncation listener told once of those truncated (in order), then their
-        states updated as for any complete truncation."""
+        states updated as for any complete truncation. ``epochless``: the pairs are
+        :meth:`_truncating_partitions`' partitions without a latest epoch (or epochs are not
+        used): a truncation removes epochs and never adds one, so each log still has none and
+        the last fetched epoch is set to None without asking the log again."""
         info = log.isEnabledFor(logging.INFO)
         following = self.partition_states.partition_set()  # (one failed below leaves it)
         truncate = self._truncate
@@ -684,7 +687,7 @@ class ReplicaFetcher:
             return
         if self.truncation_listener is not None:
             self.truncation_listener([item[0] for item in done])
-        self._update_fetch_offset_and_maybe_mark_truncation_complete(done)
+        self._update_fetch_offset_and_maybe_mark_truncation_complete(done, epochless)
 
     def _maybe_truncate_to_epoch_end_offsets(
         self, fetched: Mapping[TopicPartition, EpochEndOffset],
@@ -742,18 +745,20 @@ class ReplicaFetcher:
                         self.name, tp, offset, hw)
 
     def _update_fetch_offset_and_maybe_mark_truncation_complete(
-            self, truncated: Iterable[tuple[TopicPartition, int, bool]]) -> None:
+            self, truncated: Iterable[tuple[TopicPartition, int, bool]],
+            epochless: bool = False) -> None:
         """After truncating (``(partition, truncation point, complete)`` each): fetch offset :=
-        truncation point, last fetched epoch := the log's latest epoch, Fetching if
-        truncation-on-fetch or truncation complete, else stay Truncating for another epoch round
-        (KIP-279).
+        truncation point, last fetched epoch := the log's latest epoch (None for ``epochless``
+        logs, known to have none), Fetching if truncation-on-fetch or truncation complete, else
+        stay Truncating for another epoch round (KIP-279).
 
         Kafka rebuilds its map here with ``set`` (which regroups partitions by topic); the states
         are updated in place instead, keeping each partition's position.
         """
         states = self.partition_states
         truncate_on_fetch = self.truncate_on_fetch
-        latest_epoch = self._local.latest_epoch if self.uses_leader_epochs else None
+        latest_epoch = self._local.latest_epoch if self.uses_leader_epochs and not epochless \
+            else None
         for tp, offset, complete in truncated:
             current = states.state_value(tp)
             if current is None:

@@ -239,12 +239,12 @@ class PartitionStates(Generic[K, S]):
         :meth:`~PartitionFetchState.delayed` copy, moved last), in the order given — Kafka's
         ``delayPartitions``. The same as :meth:`update_and_move_to_end` per partition, the
         journal included; the partitions delayed here share one due time, so they join its group
-        once it is found (or made)."""
+        once it is found (or made). A delay keeps each state's phase, so the Truncating set
+        (which holds exactly the partitions whose state is Truncating) is left as it is."""
         m = self._map
         get = m.get
         seq_of = self._seq
         changed = self._changed
-        in_truncation = self._in_truncation
         seq = self._next_seq
         due = now_ms + delay_ms
         group: list[K] | None = None
@@ -268,10 +268,6 @@ class PartitionStates(Generic[K, S]):
                     group = self._due_at[due] = []
                     heapq.heappush(self._due, due)
             group.append(tp)
-            if new.state is TRUNCATING:
-                in_truncation[tp] = None
-            elif in_truncation:
-                in_truncation.pop(tp, None)
         self._next_seq = seq
 
     def update(self, tp: K, state: S) -> None:

@@ -415,8 +415,7 @@ class DelayedSessionFetch(DelayedFetch):
                 return _COMPLETE
         last_fetched = info.last_fetched_epoch
         if last_fetched >= 0:
-            leo, _, _, latest = log.end_state()
-            if last_fetched == latest and leo >= info.fetch_offset:
+            if last_fetched == log.latest_epoch and log.log_end_offset >= info.fetch_offset:
                 return got  # the latest epoch ends at the LEO: Case H cannot hold
             epoch_end = partition.last_offset_for_leader_epoch(
                 epoch, last_fetched, fetch_only_from_leader=False)

@@ -6,7 +6,7 @@ that lists every partition. Epochs from 1 up mark *incremental* requests within 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from replica_core._slot_init import slot_init
@@ -42,16 +42,18 @@ class FetchMetadata:
 
     session_id: int
     epoch: int
+    is_full: bool = field(init=False, repr=False, compare=False)
+    """A full request, listing every partition: epoch INITIAL or FINAL (isFull). Set from the
+    epoch at construction (read on every fetch built and answered)."""
 
     INITIAL: ClassVar[FetchMetadata]
     """(INVALID_SESSION_ID, INITIAL_EPOCH): a new FetchSessionHandler's first request."""
     LEGACY: ClassVar[FetchMetadata]
     """(INVALID_SESSION_ID, FINAL_EPOCH): implied by pre-KIP-227 requests without metadata."""
 
-    @property
-    def is_full(self) -> bool:
-        """A full request, listing every partition: epoch INITIAL or FINAL (isFull)."""
-        return self.epoch == INITIAL_EPOCH or self.epoch == FINAL_EPOCH
+    def __post_init__(self) -> None:
+        epoch = self.epoch
+        _set_is_full(self, epoch == INITIAL_EPOCH or epoch == FINAL_EPOCH)
 
     def next_close_existing(self) -> FetchMetadata:
         """Close this session and create none: same id, FINAL_EPOCH (nextCloseExisting)."""
@@ -83,5 +85,6 @@ class FetchMetadata:
         return f"(sessionId={sid}, epoch={epoch})"
 
 
+_set_is_full = FetchMetadata.__dict__["is_full"].__set__  # the slot's writer (the class is frozen)
 FetchMetadata.INITIAL = FetchMetadata(INVALID_SESSION_ID, INITIAL_EPOCH)
 FetchMetadata.LEGACY = FetchMetadata(INVALID_SESSION_ID, FINAL_EPOCH)

@@ -284,18 +284,18 @@ class FetchSession:
     def refresh_rows(self, lookup: Any, gen: int) -> None:
         """Map every partition to its (row, replica slot) for this session's follower, once
         per leadership generation ``gen``; (−1, −1) where this broker does not lead it or the
-        follower is not a replica. ``lookup(tp, replica_id)`` gives the pair."""
+        follower is not a replica. ``lookup(tps, replica_id)`` gives the rows and the slots of
+        ``tps`` as two lists, in order."""
         if gen == self.gen:
             return
         self.gen = gen
         index = self.index
         if not index:
             return
-        replica = self.replica_id
-        pairs = [lookup(tp, replica) for tp in index]
+        rows, slots = lookup(index, self.replica_id)
         columns = list(index.values())
-        self.rows[columns] = [pair[0] for pair in pairs]
-        self.slots[columns] = [pair[1] for pair in pairs]
+        self.rows[columns] = rows
+        self.slots[columns] = slots
 
 
 # ---- fetch contexts (Kafka's FetchContext family) ------------------------------------------

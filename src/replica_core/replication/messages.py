@@ -221,7 +221,7 @@ class AlterPartitionItem:
     def new_isr_with_epochs(self) -> tuple[BrokerState, ...]:
         """The proposal as AlterPartition v3 carries it (v0–2 read as epoch −1 for all)."""
         epochs = self.broker_epochs or (-1,) * len(self.new_isr)
-        return tuple(BrokerState(b, e) for b, e in zip(self.new_isr, epochs, strict=False))
+        return tuple([BrokerState(b, e) for b, e in zip(self.new_isr, epochs, strict=False)])
 
 
 @slot_init

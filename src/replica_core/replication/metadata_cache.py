@@ -28,9 +28,10 @@ class MetadataCache:
     def update(self, partitions: Iterable[tuple[str, int]] = (), *,
                deleted: Iterable[tuple[str, int]] = ()) -> None:
         """Learn ``partitions``; forget ``deleted`` (a deleted topic's partitions)."""
-        self._partitions.update(tp if type(tp) is TopicPartition else TopicPartition(*tp)
-                                for tp in partitions)
-        self._partitions.difference_update(TopicPartition(*tp) for tp in deleted)
+        self._partitions.update([tp if type(tp) is TopicPartition else TopicPartition(*tp)
+                                 for tp in partitions])
+        if deleted:
+            self._partitions.difference_update(TopicPartition(*tp) for tp in deleted)
 
     def contains(self, tp: tuple[str, int]) -> bool:
         return tp in self._partitions

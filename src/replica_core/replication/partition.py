@@ -99,7 +99,7 @@ class Partition:
                  "delayed", "alter_partition", "logs", "rows", "metadata", "log", "leader_id",
                  "is_leader", "leader_epoch", "partition_epoch", "controller_epoch",
                  "leader_epoch_start_offset", "replicas", "adding_replicas", "removing_replicas",
-                 "leader_recovery_state", "topic_id", "row", "_slot_of", "_pending",
+                 "leader_recovery_state", "topic_id", "row", "slot_of", "_pending",
                  "_pending_shrunk", "__weakref__")
 
     def __init__(self, tp: TopicPartition, context: PartitionContext) -> None:
@@ -129,7 +129,8 @@ class Partition:
         self.leader_recovery_state = LEADER_RECOVERY_RECOVERED
         self.topic_id: str | None = None
         self.row = -1  # index in the broker's ReplicaStateTable while leading
-        self._slot_of: dict[int, int] = {}  # follower id -> slot in the table row
+        self.slot_of: dict[int, int] = {}
+        """Follower id -> its slot in the state-table row while leading (read-only outside)."""
         self._pending: AlterPartitionItem | None = None  # in-flight AlterPartition
         self._pending_shrunk: tuple[int, ...] = ()
 
@@ -245,7 +246,7 @@ class Partition:
         for b in self.replicas:  # the followers' slots, in assignment order from 1
             if b != me:
                 slot_of[b] = len(slot_of) + 1
-        self._slot_of = slot_of
+        self.slot_of = slot_of
         if is_new_leader_epoch:
             log.maybe_assign_epoch_start_offset(state.leader_epoch, leo)
             self.leader_epoch = state.leader_epoch
@@ -304,7 +305,7 @@ class Partition:
         self._pending = None
         self._pending_shrunk = ()
         self.alter_partition.forget_unsent(self.tp)
-        self._slot_of = {}
+        self.slot_of = {}
         if self.row >= 0:
             self.rows.unregister_row(self)
             self.table.remove_partition(self.row)
@@ -425,7 +426,7 @@ class Partition:
         A replica outside the assignment gets UNKNOWN_LEADER_EPOCH when the request names an
         epoch (the pair is not yet known here), else NOT_LEADER_OR_FOLLOWER.
         """
-        slot = self._slot_of.get(replica_id, -1)
+        slot = self.slot_of.get(replica_id, -1)
         if slot < 1:
             cls = UnknownLeaderEpochError if current_leader_epoch >= 0 else NotLeaderOrFollowerError
             raise cls(f"Replica {replica_id} is not recognized as a valid replica of {self.tp} "
@@ -436,7 +437,7 @@ class Partition:
         """The slot of follower ``replica_id`` in this leader's state-table row; −1 when it is
         not a follower here (the table's own ``slot`` answer for a follower, without its
         row scan)."""
-        return self._slot_of.get(replica_id, -1)
+        return self.slot_of.get(replica_id, -1)
 
     def read_records(self, log: Any, fetch_offset: int, current_leader_epoch: int,
                      last_fetched_epoch: int, max_bytes: int, isolation: str,
@@ -603,7 +604,7 @@ class Partition:
             elif b == self.broker_id:
                 epochs.append(int(self._broker_epoch()))
             else:
-                r = self._slot_of.get(b, -1)
+                r = self.slot_of.get(b, -1)
                 e = int(table.broker_epoch[self.row, r]) if r > 0 else NO_BROKER_EPOCH
                 epochs.append(-1 if e == NO_BROKER_EPOCH else e)
         item = AlterPartitionItem(self.tp, self.leader_epoch, new_isr, self.partition_epoch,

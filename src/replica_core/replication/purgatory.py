@@ -89,7 +89,9 @@ class Purgatory(Generic[T]):
         self.name = name
         self.clock = clock
         self.purge_interval = int(purge_interval)
-        self._watchers: dict[Hashable, list[T]] = {}
+        self.watch_lists: dict[Hashable, list[T]] = {}
+        """The watch list of each key with one (never empty: an emptied list leaves): read-only
+        outside, where a key not in it means :meth:`check_and_complete` would find nothing."""
         self._heap: list[tuple[int, int, T]] = []
         self._seq = 0
         self._delayed = 0
@@ -102,7 +104,7 @@ class Purgatory(Generic[T]):
     # ---- counts ------------------------------------------------------------------------------
     @property
     def watched(self) -> int:
-        return sum(len(ops) for ops in self._watchers.values())
+        return sum(len(ops) for ops in self.watch_lists.values())
 
     @property
     def delayed(self) -> int:
@@ -112,7 +114,7 @@ class Purgatory(Generic[T]):
     def has_watchers(self) -> bool:
         """Some key has a watch list (:meth:`check_and_complete` of any key may do something);
         False means every such call would find nothing."""
-        return bool(self._watchers)
+        return bool(self.watch_lists)
 
     def next_deadline_ms(self) -> int | None:
         """Earliest deadline of a pending op (None if none): when ``advance_clock`` next has work.
@@ -126,7 +128,7 @@ class Purgatory(Generic[T]):
 
     def keys(self) -> list[Hashable]:
         """Keys with a non-empty watch list."""
-        return list(self._watchers)
+        return list(self.watch_lists)
 
     # ---- operations --------------------------------------------------------------------------
     def try_complete_else_watch(self, op: T, keys: Iterable[Hashable], *,
@@ -147,7 +149,7 @@ class Purgatory(Generic[T]):
             return True
         if op._completed:  # completed by someone else inside try_complete
             return False
-        watchers = self._watchers
+        watchers = self.watch_lists
         for key in keys:
             ops = watchers.get(key)
             if ops is None:
@@ -190,11 +192,11 @@ class Purgatory(Generic[T]):
 
     def check_and_complete(self, key: Hashable) -> int:
         """Try to complete the ops watched under ``key``; how many completed here."""
-        ops = self._watchers.get(key)
+        ops = self.watch_lists.get(key)
         if not ops:
             return 0
         completed = 0
-        watchers = self._watchers
+        watchers = self.watch_lists
         if len(ops) == 1:  # the common case: one op watches the key
             op = ops[0]
             if not op._completed and op.try_complete():
@@ -221,7 +223,7 @@ class Purgatory(Generic[T]):
     def cancel_for_key(self, key: Hashable) -> list[T]:
         """Stop watching ``key`` (Kafka's cancelForKey): its ops leave the watch list and the
         expiry queue without being completed. Returns them."""
-        ops = self._watchers.pop(key, [])
+        ops = self.watch_lists.pop(key, [])
         for op in ops:
             if op._timer is self:
                 op._timer = None
@@ -251,7 +253,7 @@ class Purgatory(Generic[T]):
     def purge_completed(self) -> int:
         """Drop completed ops from every watch list (Kafka's purgeCompleted); how many entries."""
         purged = 0
-        watchers = self._watchers
+        watchers = self.watch_lists
         for key, ops in list(watchers.items()):
             pending = [op for op in ops if not op._completed]
             dropped = len(ops) - len(pending)

@@ -233,7 +233,8 @@ class ReplicaManager:
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
                  "_fetch_params", "_checkpoint_starts", "_shared_reads", "_log_end_reads",
                  "_leadership_gen",
-                 "_log_start_gen", "_reported_changes", "_partitions", "_by_row", "_unsent",
+                 "_log_start_gen", "_reported_changes", "_partitions", "partition",
+                 "get_partition", "_logs", "local_log", "_by_row", "_unsent",
                  "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
                  "_last_isr_change_ms", "_last_isr_propagation_ms", "_next_isr_shrink_ms",
@@ -301,6 +302,21 @@ class ReplicaManager:
         and its follower form): with the two generations above it stamps the state a read
         depends on (see :meth:`_read_stamp`)."""
         self._partitions: dict[TopicPartition, Partition] = {}
+        self.partition: Callable[[TopicPartition | tuple[str, int]], Partition | None] = \
+            self._partitions.get  # type: ignore[assignment]
+        """The hosted partition (leader_id, leader_epoch, isr, maximal_isr, high_watermark,
+        log_end_offset, log, is_leader) of ``tp``, or None: the partition map's own lookup, read
+        by the fetcher and the simulator per message without a Python frame (a TopicPartition
+        hashes and compares as the plain ``(topic, partition)`` tuple, so either finds it)."""
+        self.get_partition = self.partition
+        self._logs: dict[TopicPartition, Any] = {}
+        """Each hosted partition's log once it has one (``Partition.log``, set once per
+        partition by its ``_ensure_log`` through :meth:`_get_or_create_log`): kept there and
+        by :meth:`stop_replica`, where a partition stops being hosted."""
+        self.local_log: Callable[[TopicPartition | tuple[str, int]], Any] = \
+            self._logs.get  # type: ignore[assignment]
+        """The log of hosted partition ``tp`` (``partition(tp).log``), or None: one lookup
+        without a Python frame."""
         self._by_row: dict[int, Partition] = {}
         self._unsent: dict[TopicPartition, AlterPartitionItem] = {}
         self._retry: dict[TopicPartition, AlterPartitionItem] = {}
@@ -330,15 +346,7 @@ class ReplicaManager:
         """In-process connections holding parked requests here (``InProcessLeaderEndPoint``);
         a shutdown closes them, failing those requests, as closing the socket server does."""
 
-    # ---- lookups -----------------------------------------------------------------------------
-    def partition(self, tp: TopicPartition | tuple[str, int]) -> Partition | None:
-        """The hosted partition (leader_id, leader_epoch, isr, maximal_isr, high_watermark,
-        log_end_offset, log, is_leader), or None. (A TopicPartition hashes and compares as
-        the plain ``(topic, partition)`` tuple, so either finds it without a rebuild.)"""
-        return self._partitions.get(tp)  # type: ignore[arg-type]
-
-    get_partition = partition
-
+    # ---- lookups (``partition``, ``get_partition`` and ``local_log`` are attributes) ----------
     def partitions(self) -> dict[TopicPartition, Partition]:
         return dict(self._partitions)
 
@@ -351,11 +359,9 @@ class ReplicaManager:
         log = p.log
         if log is None:
             return None
-        return p.leader_epoch, p.high_watermark, log.log_end_offset
-
-    def local_log(self, tp: TopicPartition | tuple[str, int]) -> Any:
-        p = self._partitions.get(tp)  # type: ignore[arg-type]
-        return p.log if p is not None else None
+        row = p.row  # Partition.high_watermark, inlined: the table's HW while it has a row
+        return (p.leader_epoch, p.table.hw.item(row) if row >= 0 else int(log.high_watermark),
+                log.log_end_offset)
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.is_leader]
@@ -420,7 +426,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, Errors] = {}
         to_lead: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
         to_follow: list[tuple[Partition, LeaderAndIsrPartitionState]] = []
-        self.metadata_cache.update(state.tp for state in request.partition_states)
+        self.metadata_cache.update([state.tp for state in request.partition_states])
         partitions = self._partitions
         context = self._partition_context
         me = self.broker_id
@@ -515,8 +521,10 @@ class ReplicaManager:
         if not (produce.has_watchers or self.fetch_purgatory.has_watchers
                 or self._parked_sessions):
             return
+        produce_watched = produce.watch_lists
         for tp in tps:
-            produce.check_and_complete(tp)
+            if tp in produce_watched:
+                produce.check_and_complete(tp)
             self._try_complete_delayed_fetch(tp)
 
     def initial_fetch_offset(self, log: Any) -> int:
@@ -553,6 +561,7 @@ class ReplicaManager:
         if not delete:
             return Errors.NONE
         partition = self._partitions.pop(tp)
+        self._logs.pop(tp, None)
         partition.stop()
         self._leadership_gen += 1
         self.produce_purgatory.check_and_complete(tp)
@@ -726,7 +735,7 @@ class ReplicaManager:
         new HW or epoch, a follower LEO the leader has not recorded, a follower outside the
         maximal ISR, a partition no longer led here) and applies
         §6.2's fetch-state update to the rest, whose reads Kafka would drop from the response."""
-        session.refresh_rows(self._row_and_slot, self._leadership_gen)
+        session.refresh_rows(self._rows_and_slots, self._leadership_gen)
         stale = (params.replica_epoch != -1
                  and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
         m = self.table.kernels.session_fetch(session.columns, len(session.index), not stale, now,
@@ -750,21 +759,32 @@ class ReplicaManager:
             m = self.table.kernels.session_pending_marked(session.columns, len(session.index),
                                                           op.stamp)
         else:
-            session.refresh_rows(self._row_and_slot, gen)
+            session.refresh_rows(self._rows_and_slots, gen)
             m = self.table.kernels.session_pending(session.columns, len(session.index))
         if not m:
             return []
         picked = session.out_cells[:m].tolist()
         return list(map(session.parts.__getitem__, picked))  # type: ignore[arg-type]
 
-    def _row_and_slot(self, tp: TopicPartition, replica_id: int) -> tuple[int, int]:
-        """(state-table row, replica slot) of a partition led here with ``replica_id`` among
-        its followers; (−1, −1) otherwise."""
-        p = self._partitions.get(tp)
-        if p is None or not p.is_leader or p.row < 0:
-            return -1, -1
-        slot = p.follower_slot(replica_id)
-        return (p.row, slot) if slot > 0 else (-1, -1)
+    def _rows_and_slots(self, tps: Iterable[TopicPartition], replica_id: int
+                        ) -> tuple[list[int], list[int]]:
+        """The state-table rows and replica slots of ``tps``, in order: a partition led here
+        with ``replica_id`` among its followers has (row, slot), any other (−1, −1)."""
+        partitions = self._partitions
+        rows: list[int] = []
+        slots: list[int] = []
+        for tp in tps:
+            p = partitions.get(tp)
+            slot = -1
+            if p is not None and p.is_leader and p.row >= 0:
+                slot = p.slot_of.get(replica_id, -1)  # Partition.follower_slot
+            if slot > 0:
+                rows.append(p.row)
+                slots.append(slot)
+            else:
+                rows.append(-1)
+                slots.append(-1)
+        return rows, slots
 
     def _session_fetch_done(self, op: DelayedSessionFetch) -> None:
         if self._parked_sessions.get(op.session.id) is op:
@@ -782,7 +802,9 @@ class ReplicaManager:
         """Kafka's tryCompleteDelayedFetch for ``tp``: fetches watching it, then parked session
         fetches whose session holds it."""
         self._reported_changes += 1
-        self.fetch_purgatory.check_and_complete(tp)
+        fetch = self.fetch_purgatory
+        if tp in fetch.watch_lists:  # else its check finds nothing
+            fetch.check_and_complete(tp)
         parked = self._parked_sessions
         if parked:
             # The fetches this change completes re-read the log without changing it (a read
@@ -816,7 +838,9 @@ class ReplicaManager:
             if partition is None or partition.is_leader:  # not followed here: the full check
                 self._try_complete_delayed_fetch(tp)
                 return
-        self.fetch_purgatory.check_and_complete(tp)
+        fetch = self.fetch_purgatory
+        if tp in fetch.watch_lists:  # else its check finds nothing
+            fetch.check_and_complete(tp)
 
     def fetch_params(self, request: FetchRequest) -> FetchParams:
         """FetchParams as KafkaApis builds them: max bytes capped by ``fetch.max.bytes``,
@@ -898,15 +922,22 @@ class ReplicaManager:
                 continue
             fetch_offset = info.fetch_offset
             try:
-                slot = partition.follower_slot_or_raise(replica_id, epoch) if follower else -1
+                if follower:  # Partition.follower_slot_or_raise, its lookup inlined
+                    slot = partition.slot_of.get(replica_id, -1)
+                    if slot < 1:
+                        partition.follower_slot_or_raise(replica_id, epoch)  # raises
+                else:
+                    slot = -1
                 if stale_epoch:
                     raise KafkaError("stale fetch from a previous broker incarnation")
-                # Partition.readRecords' offsets, captured before the read (§3.5), with the
-                # latest epoch the fast path below compares
-                leo, hw, log_start, latest = log.end_state()
+                # Partition.readRecords' offsets, captured before the read (§3.5); the fast
+                # path below compares the latest epoch too (all plain attributes of the log)
+                leo = log.log_end_offset
+                hw = log.high_watermark
+                log_start = log.log_start_offset
                 last_fetched = info.last_fetched_epoch
                 if to_log_end and (last_fetched < 0 or (fetch_offset <= leo
-                                                        and last_fetched == latest)):
+                                                        and last_fetched == log.latest_epoch)):
                     if fetch_offset == leo:
                         end_meta = log.log_end_offset_metadata
                         res = log_end_reads.get(tp)
@@ -1109,7 +1140,9 @@ class ReplicaManager:
 
     # ---- delayed-operation hooks -------------------------------------------------------------
     def _on_leader_hw_incremented(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.check_and_complete(tp)
+        produce = self.produce_purgatory
+        if tp in produce.watch_lists:  # else its check finds nothing
+            produce.check_and_complete(tp)
         self._try_complete_delayed_fetch(tp)
 
     def _on_leader_log_start_moved(self, tp: TopicPartition) -> None:
@@ -1139,6 +1172,7 @@ class ReplicaManager:
             log = lm.create_log(tp.topic, tp.partition)
         if topic_id and log.topic_id is None:
             log.topic_id = topic_id
+        self._logs[tp] = log  # the partition's log from now on (see local_log)
         return log
 
     # ---- scheduled work ----------------------------------------------------------------------

@@ -739,16 +739,16 @@ class Log:
     @classmethod
     def _create_at_0(cls, dir: str, config: Any, medium: Any, clock: Any, tp: tuple[str, int],
                      jitter_source: Any, producer_id_expiration_ms: int,
-                     files: tuple[tuple[str, int], ...], values: tuple[Any, ...]) -> Log:
+                     values: tuple[Any, ...]) -> Log:
         """What ``_create(dir, config, medium, clock, 0, 0, True, tp, jitter_source,
         producer_id_expiration_ms)`` makes — a brand-new directory, log start and recovery
         point 0 after a clean shutdown — for a caller creating many logs under one ``config``
-        (:meth:`LogManager.create_logs`) that has checked :meth:`_creates_at_0_in_one_step`
-        and worked out, once, ``files`` (``_new_dir_files(0, segment.index.bytes)``) and
-        ``values`` (:func:`_cached_config_values`). The same medium calls and clock reads in
-        the same order; the log's fields are set in one step, each as :meth:`__init__` sets it
-        for such a log (no producer state: its log starts at 0)."""
-        medium.create_dir_with_files(dir, files)
+        (:meth:`LogManager.create_logs`) that has checked :meth:`_creates_at_0_in_one_step`,
+        worked out ``values`` (:func:`_cached_config_values`) once, and made ``dir`` with its
+        files (``_new_dir_files(0, segment.index.bytes)``, what ``_create``'s first medium
+        call makes) where nothing was (``medium.create_new_dir_with_files``). The same medium
+        calls and clock reads in the same order; the log's fields are set in one step, each as
+        :meth:`__init__` sets it for such a log (no producer state: its log starts at 0)."""
         cache = LeaderEpochCache(LeaderEpochCheckpointFile(
             medium, _join(dir, LEADER_EPOCH_CHECKPOINT_FILE), exists=True), ())
         segments = _NewLogSegments(medium, dir, 0, config, clock, jitter_source,
@@ -869,13 +869,6 @@ class Log:
         seg = self.segments.last
         assert seg is not None
         return seg
-
-    def end_state(self) -> tuple[int, int, int, int]:
-        """(:attr:`log_end_offset`, :attr:`high_watermark`, :attr:`log_start_offset`,
-        :attr:`latest_epoch`) in one call: what a leader's read of a follower fetch looks at
-        before reading, once per partition of every fetch."""
-        return (self.log_end_offset, self.high_watermark, self.log_start_offset,
-                self.latest_epoch)
 
     @property
     def unflushed_messages(self) -> int:

@@ -274,8 +274,9 @@ class LogManager:
     def _partition_dirs(self, log_dir: str, load: LogDirLoad) -> dict[str, tuple[str, int]]:
         """The partition directories to load, in listing order: path -> (topic, partition)."""
         out: dict[str, tuple[str, int]] = {}
+        prefix = _join(log_dir, "")  # what _join puts before a name in log_dir (joined once)
         for name in self.medium.list_dirs(log_dir):  # files (the checkpoints) are not partitions
-            path = _join(log_dir, name)  # os.path.join for a listed name
+            path = prefix + name  # _join(log_dir, name): os.path.join for a listed name
             if name == REMOTE_INDEX_CACHE_DIR or name.startswith(CLUSTER_METADATA_TOPIC + "-"):
                 load.skipped_dirs.append(name)
                 continue
@@ -487,7 +488,8 @@ class LogManager:
         """:meth:`create_log` of each of ``tps`` in ``log_dir``, in order (a LeaderAndIsr's
         partitions): a partition with a log keeps it, the others get theirs as
         :meth:`create_log` makes them. A new empty directory under a config
-        :meth:`Log._creates_at_0_in_one_step` accepts is made by :meth:`Log._create_at_0`, with
+        :meth:`Log._creates_at_0_in_one_step` accepts is made where nothing is, in one medium
+        call (``Medium.create_new_dir_with_files``), and its log by :meth:`Log._create_at_0`, with
         what does not depend on the partition (the checks of ``log_dir``, the directory's
         file list, the config's values) worked out once per call; anything else goes through
         :meth:`create_log` itself."""
@@ -502,6 +504,7 @@ class LogManager:
         expiration = self.producer_id_expiration_ms
         create_at_0 = Log._create_at_0
         adopt = self._adopt
+        prefix = _join(log_dir, "")  # what _join puts before a name in log_dir (joined once)
         # topic -> (config, its new directory's files, its values), or None: create_log's way
         shapes: dict[str, tuple[Any, tuple[tuple[str, int], ...], tuple[Any, ...]] | None] = {}
         for topic, partition in tps:
@@ -515,13 +518,15 @@ class LogManager:
                     (config, _new_dir_files(0, int(config.segment_index_bytes)),
                      _cached_config_values(config))
                     if Log._creates_at_0_in_one_step(config) else None)
-            path = _join(log_dir, f"{topic}-{partition}")
-            if shape is None or failed.get(tp) is not None or medium.exists(path):
+            path = f"{prefix}{topic}-{partition}"  # _join(log_dir, f"{topic}-{partition}")
+            # a directory is made here only where nothing is (its files as _create_at_0's)
+            if shape is None or failed.get(tp) is not None \
+                    or not medium.create_new_dir_with_files(path, shape[1]):
                 self.create_log(topic, partition, log_dir=log_dir)
                 continue
-            config, files, values = shape
+            config, _, values = shape
             adopt(tp, create_at_0(path, config, medium, clock, (topic, int(partition)),
-                                  self._jitter(topic, partition), expiration, files, values),
+                                  self._jitter(topic, partition), expiration, values),
                   log_dir)
 
     def _place(self, tp: TopicPartition, log_dir: str) -> None:

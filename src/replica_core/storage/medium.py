@@ -228,6 +228,17 @@ class Medium:
             finally:
                 f.close()
 
+    def create_new_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]
+                                  ) -> bool:
+        """:meth:`create_dir_with_files` where nothing exists yet: False, and nothing done,
+        when :meth:`exists` says ``path`` does; else the directory made and True. What a
+        caller making a new partition directory only where there is none does, in one call
+        (:class:`MemoryMedium` looks at the name once)."""
+        if self.exists(path):
+            return False
+        self.create_dir_with_files(path, files)
+        return True
+
     def untouched_files(self, path: PathLike, *, written: str | None = None
                         ) -> tuple[tuple[str, int], ...] | None:
         """The ``(name, length)`` files :meth:`create_dir_with_files` made directory ``path``
@@ -572,19 +583,17 @@ class _MemoryFile(MediumFile):
         if inode is None or not self.writable:
             inode = self._check_writable()  # raises
         pos = inode.size
-        self._put(inode, pos, data)
+        self.write(pos, data)
         return pos
 
     def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        """Every file write (``append`` too) goes through here: the bytes land in the cache
+        and the written range joins the dirty range (what the next flush persists)."""
         inode = self._inode
         if inode is None or not self.writable:
             inode = self._check_writable()  # raises
         if position < 0:
             raise ValueError(f"negative position {position}")
-        self._put(inode, position, data)
-
-    @staticmethod
-    def _put(inode: _Inode, position: int, data: bytes | bytearray | memoryview) -> None:
         # bytes are their own bytes; anything else is read as a flat byte view
         mv = data if type(data) is bytes else memoryview(data).cast("B")
         end = position + len(mv)
@@ -722,9 +731,10 @@ class MemoryMedium(Medium):
         # ((name, length), ...). Such a file exists as far as anyone can tell (a hole of that
         # length, its name not durable); its inode is made when something looks inside.
         self._pending: dict[str, tuple[tuple[str, int], ...]] = {}
-        # pending directories a write_atomic replaced one of the files of (path -> its inode):
-        # their names are durable, as the write's directory sync makes them (see write_atomic)
-        self._pending_written: dict[str, dict[str, _Inode]] = {}
+        # pending directories a write_atomic replaced one of the files of (path -> the bytes
+        # written, its inode made with the directory: see _materialize): their names are
+        # durable, as the write's directory sync makes them (see write_atomic)
+        self._pending_written: dict[str, dict[str, bytes]] = {}
         # pending directories with files opened (made alone, in _files; see _make_one)
         self._pending_opened: set[str] = set()
         self._valid_file_lists: dict[tuple[tuple[str, int], ...], bool] = {}  # names checked
@@ -801,7 +811,7 @@ class MemoryMedium(Medium):
         made = bool(opened) and d in opened
         if made:
             opened.discard(d)
-        # the files a write_atomic replaced (their inodes are made already)
+        # the files a write_atomic replaced (their bytes, flushed)
         written = self._pending_written.pop(d, None) if self._pending_written else None
         table = self._files
         present = self._file_kids.get(d)
@@ -815,9 +825,8 @@ class MemoryMedium(Medium):
             p = prefix + name
             inode = table.get(p) if made else None
             if inode is None:
-                inode = None if written is None else written.get(p)
-                if inode is None:
-                    inode = _hole_inode(length)
+                data = None if written is None else written.get(p)
+                inode = _hole_inode(length) if data is None else _flushed_inode(data)
                 table[p] = inode
             kids.add(p)
             if durable is not None:
@@ -1099,8 +1108,16 @@ class MemoryMedium(Medium):
             self._durable_kids[d] = set(kids)
 
     def create_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]) -> None:
-        """:meth:`Medium.create_dir_with_files`. A directory that does not exist yet costs its
-        directory entry: its files are pending, made the first time anything looks inside
+        """:meth:`Medium.create_dir_with_files`: one that does not exist yet made as
+        :meth:`create_new_dir_with_files` makes it, anything else by the general sequence."""
+        if not self.create_new_dir_with_files(path, files):
+            self._touch(_norm(path))  # a pending directory there (or its parent) made first
+            super().create_dir_with_files(path, files)  # the general sequence of calls
+
+    def create_new_dir_with_files(self, path: PathLike, files: Iterable[tuple[str, int]]
+                                  ) -> bool:
+        """:meth:`Medium.create_new_dir_with_files`. A directory that does not exist yet costs
+        its directory entry: its files are pending, made the first time anything looks inside
         (listdir, remove, rename, fsync_dir, write_atomic of a file it does not list or one
         opened, makedirs below it, files()); opening one of them makes that one alone
         (:meth:`_make_one`), reading one makes nothing (:meth:`read_bytes`). Until then
@@ -1108,6 +1125,18 @@ class MemoryMedium(Medium):
         durable), a power failure drops them (the same reason), ``rmtree`` drops them unmade.
         ``files`` is kept as given when it is a tuple (share one per shape)."""
         d = _norm(path)
+        if d in self._dirs or d in self._files:
+            return False  # exists(path)
+        parent, _, name = d.rpartition("/")
+        pending = self._pending
+        if pending:
+            listed = pending.get(parent)  # (never "/" or "."; "" misses it too)
+            if listed is not None:
+                if name in self._names_of(listed):
+                    return False  # exists(path): a file of a pending directory
+                self._materialize(parent)  # _touch(d): d is a new name inside it
+        if not parent:  # _parent(d)
+            parent = "/" if d[:1] == "/" else "."
         if files is self._last_valid_file_list:
             valid = True  # the shape of the last call (one shared tuple): checked, not hashed
         else:
@@ -1130,13 +1159,9 @@ class MemoryMedium(Medium):
             self._valid_file_lists[files] = valid
         if valid:
             self._last_valid_file_list = files
-        parent = d.rpartition("/")[0] or ("/" if d[:1] == "/" else ".")  # _parent(d)
-        pending = self._pending
-        if pending and (parent in pending or d in pending):
-            self._touch(d)
-        if not valid or d in self._dirs or d in self._files or parent not in self._dirs:
+        if not valid or parent not in self._dirs:
             super().create_dir_with_files(path, files)  # the general sequence of calls
-            return
+            return True
         self._dirs.add(d)
         kids = self._dir_kids.get(parent)
         if kids is None:
@@ -1145,6 +1170,7 @@ class MemoryMedium(Medium):
             kids.add(d)
         if files:
             pending[d] = files
+        return True
 
     def read_bytes(self, path: PathLike) -> bytes:
         """:meth:`Medium.read_bytes`; a made file named by its normalised path is read without
@@ -1158,15 +1184,17 @@ class MemoryMedium(Medium):
                 return super().read_bytes(path)  # normalises, makes a pending directory, raises
             if type(inode) is int:
                 return bytes(inode)  # a hole of that length
+            if type(inode) is bytes:
+                return inode  # what a write_atomic left (immutable: no copy)
         size = inode.size
         data = bytes(inode.buf[:size])
         if len(data) < size:  # the rest is a hole
             data += bytes(size - len(data))
         return data
 
-    def _pending_inode(self, path: str) -> _Inode | int | None:
-        """For normalised ``path`` naming a file of a pending directory: the inode a
-        :meth:`write_atomic` left for it, else its listed length (a hole not made yet); None
+    def _pending_inode(self, path: str) -> bytes | int | None:
+        """For normalised ``path`` naming a file of a pending directory: the bytes a
+        :meth:`write_atomic` left in it, else its listed length (a hole not made yet); None
         for any other path."""
         d, _, name = path.rpartition("/")
         files = self._pending.get(d)
@@ -1174,9 +1202,9 @@ class MemoryMedium(Medium):
             return None
         written = self._pending_written.get(d)
         if written is not None:
-            inode = written.get(path)
-            if inode is not None:
-                return inode
+            data = written.get(path)
+            if data is not None:
+                return data
         for listed, length in files:
             if listed == name:
                 return length
@@ -1218,14 +1246,15 @@ class MemoryMedium(Medium):
                                                     and path in self._files):
                         # a file of a pending directory (its leader epoch checkpoint; the
                         # path is normalised: a pending directory's and a plain name from its
-                        # list): the new inode waits with the directory, which stays
-                        # pending; making it applies the write and its directory sync
+                        # list): the bytes written wait with the directory, which stays
+                        # pending; making it makes their inode (flushed) and applies the
+                        # write's directory sync
                         # (nothing can see the difference before: anything that looks inside
                         # makes it, a power failure and the durable-state queries too)
                         written = self._pending_written.get(parent)
                         if written is None:
                             written = self._pending_written[parent] = {}
-                        written[path] = _flushed_inode(data)
+                        written[path] = data if type(data) is bytes else bytes(data)
                         return
             if path and path[-1] != "/" and "/." not in path and "//" not in path \
                     and path[:2] != "./":
@@ -1247,7 +1276,7 @@ class MemoryMedium(Medium):
                     written = self._pending_written.get(parent)
                     if written is None:
                         written = self._pending_written[parent] = {}
-                    written[p] = _flushed_inode(data)
+                    written[p] = data if type(data) is bytes else bytes(data)
                     return
                 self._materialize(parent)  # _touch(p)
             if p in pending:
