@@ -221,6 +221,45 @@ def test_lost_responses_make_duplicates_the_log_audit_sees():
     assert w.producer.errors.get("REQUEST_TIMED_OUT", 0) >= audit["duplicate_batches"]
 
 
+def test_the_audit_reads_the_digests_the_full_check_took():
+    """The end-of-run check hands the log audit the records digests its durability checks
+    took (run.py): each is the CRC-32 of the records area (after the 61-byte header) of the
+    batch at that row of the leader's scan, recomputed here from the stored bytes; the audit
+    given them counts what it counts computing its own, and it does take them from there —
+    two batches given one digest count as one batch written twice."""
+    from bisect import bisect_right
+    from zlib import crc32
+
+    from replica_core.records.batch import kernels
+    from replica_core.sim.workload import Workload
+
+    c = Cluster(3, config={"min.insync.replicas": 2, **FAST}, seed=3)
+    c.create_topic("t", 4, 3)
+    c.advance(1500)
+    w = Workload(c, {"batches_per_second": 5.0, "records_per_batch": 4, "record_bytes": 40})
+    w.start(c.loop.now + 3000)
+    c.advance(4000)
+    digests = {}
+    scans = c.check_invariants(digests)
+    assert sum(len(rows) for rows in digests.values()) == w.producer.acked_batches > 4
+    for (b, tp), rows in digests.items():
+        assert b == c.leader_and_isr(tp)[0]
+        headers, files, starts = scans[(b, tp)]
+        for k, digest in rows.items():
+            pos, size = int(headers[k, kernels.COL_POSITION]), int(headers[k, kernels.COL_SIZE])
+            view = files[bisect_right(starts, k) - 1].view(pos, size)
+            stored = bytes(view)
+            view.release()
+            assert digest == crc32(stored[61:])
+    plain = w.audit_logs()
+    assert plain["duplicate_batches"] == 0
+    assert w.audit_logs(scans, digests) == plain
+    (b, tp), rows = next((key, rows) for key, rows in digests.items() if len(rows) >= 2)
+    first, second = sorted(rows)[:2]
+    rows[second] = rows[first]
+    assert w.audit_logs(scans, digests)["duplicate_batches"] == 1
+
+
 def test_classifying_many_partitions_at_once_matches_one_by_one():
     """ClientView.refresh reads the controller's columns whole for a large set of partitions and
     element by element for a few: both give every partition the same cause."""

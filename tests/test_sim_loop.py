@@ -1,4 +1,6 @@
 """The simulator's event loop: time order, tie order, cancellation, determinism."""
+import pytest
+
 from replica_core.sim.loop import EventLoop
 
 
@@ -132,3 +134,27 @@ def test_post_at_runs_in_order_and_clamps_to_now():
     loop.post_at(loop.now - 10, seen.append, "a")  # in the past: runs now
     loop.advance(10)
     assert seen == ["a", "b", "c"] and loop.events_run == 3
+
+
+def test_the_clocks_time_is_the_attribute_the_loop_moves():
+    """ManualClock keeps the time in ``now_ms`` (read there by the simulator without a call):
+    every way the time moves — the loop running an event, the loop ending at a time, step,
+    advance, set — shows in it, and milliseconds() and the loop's ``now`` read the same."""
+    loop = EventLoop(seed=1, start_ms=1_000)
+    clock = loop.clock
+    seen = []
+    loop.call_at(1_500, lambda: seen.append((clock.now_ms, clock.milliseconds(), loop.now)))
+    loop.run_until_time(2_000)
+    assert seen == [(1_500, 1_500, 1_500)]
+    assert clock.now_ms == clock.milliseconds() == loop.now == 2_000
+    loop.call_at(2_300, seen.append, "stepped")
+    assert loop.step()
+    assert clock.now_ms == 2_300 and seen[-1] == "stepped"
+    assert clock.advance(7) == 2_307 == clock.now_ms
+    clock.set(3_000)
+    assert clock.now_ms == clock.milliseconds() == loop.now == 3_000
+    with pytest.raises(ValueError):
+        clock.set(2_999)
+    with pytest.raises(ValueError):
+        clock.advance(-1)
+    assert clock.now_ms == 3_000

@@ -17,21 +17,26 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that moves only when told to (Kafka's ``MockTime``)."""
+    """A clock that moves only when told to (Kafka's ``MockTime``).
+
+    ``now_ms`` is the time, a plain ``int`` attribute: code that holds this clock (the
+    simulator's event loop and what it drives) reads it there, without a call. Only
+    :meth:`advance`, :meth:`set` and the event loop moving the clock to its next event
+    write it; it never goes back."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000):
-        self._now = int(start_ms)
+        self.now_ms = int(start_ms)
 
     def milliseconds(self) -> int:
-        return self._now
+        return self.now_ms
 
     def advance(self, ms: int) -> int:
         if ms < 0:
             raise ValueError("time cannot move backwards")
-        self._now += int(ms)
-        return self._now
+        self.now_ms += int(ms)
+        return self.now_ms
 
     def set(self, now_ms: int) -> None:
-        if now_ms < self._now:
+        if now_ms < self.now_ms:
             raise ValueError("time cannot move backwards")
-        self._now = int(now_ms)
+        self.now_ms = int(now_ms)

@@ -195,7 +195,8 @@ class FetcherThread:
         if not self._live():
             return
         loop = self.broker.loop
-        at = loop.now if at_ms is None else max(at_ms, loop.now)
+        now = loop.clock.now_ms
+        at = now if at_ms is None or at_ms < now else at_ms  # max(at_ms, now)
         if self._timer is not None:
             if self._timer_at <= at:
                 return
@@ -239,7 +240,7 @@ class FetcherThread:
         endpoint = fetcher.leader
         if isinstance(endpoint, SimLeaderEndPoint):
             blocked, endpoint.blocked_ms = endpoint.blocked_ms, 0
-        self.poke(broker.loop.now + blocked + fetcher.config.backoff_ms)
+        self.poke(broker.loop.clock.now_ms + blocked + fetcher.config.backoff_ms)
 
 
 class SimFetcherManager(ReplicaFetcherManager):
@@ -910,7 +911,7 @@ class SimBroker:
             return
         self._tick_version = version
         due = rm.next_tick_due_ms()
-        now = self.loop.now
+        now = self.loop.clock.now_ms
         if due < now:
             due = now
         if self._tick_timer is not None:

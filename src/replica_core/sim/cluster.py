@@ -68,7 +68,7 @@ from replica_core.sim.broker import (
     SimBroker,
     is_failure,
 )
-from replica_core.sim.invariants import InvariantChecker, LogScan
+from replica_core.sim.invariants import InvariantChecker, LogScan, ScanDigests
 from replica_core.sim.loop import EventLoop
 from replica_core.sim.network import Network, parse_network, rack_map
 from replica_core.sim.producer_config import producer_settings
@@ -817,7 +817,7 @@ class Cluster:
 
     def trace(self, kind: str, *args: Any) -> None:
         """Append an event to the invariant checker's trace (kept for violation reports)."""
-        self.checker.trace.append((self.loop.now, kind, args))
+        self.checker.trace.append((self.loop.clock.now_ms, kind, args))
 
     def _periodic_check(self) -> None:
         self.checker.periodic()
@@ -1161,10 +1161,12 @@ class Cluster:
             return None
         return b.rm.local_log(TopicPartition(topic, partition))
 
-    def check_invariants(self) -> dict[tuple[int, TopicPartition], LogScan]:
+    def check_invariants(self, digests: ScanDigests | None = None
+                         ) -> dict[tuple[int, TopicPartition], LogScan]:
         """Run every invariant over every partition now (raises InvariantViolation); returns
-        the log scans the check made (:meth:`InvariantChecker.full_check_scans`)."""
-        return self.checker.full_check_scans()
+        the log scans the check made, and fills ``digests`` (when given) with the records
+        digests it computed (:meth:`InvariantChecker.full_check_scans`)."""
+        return self.checker.full_check_scans(digests)
 
     def close(self) -> None:
         """Release temporary directories (storage="disk")."""

@@ -74,6 +74,10 @@ _NO_ROWS = np.zeros((0, _COL_NCOLS), dtype=np.int64)
 # row of each file.
 LogScan = tuple[np.ndarray, list[Any], list[int]]
 
+# The records digests (:func:`records_digest`) of some rows of some logs' scans: by (broker,
+# partition), scan row -> digest.
+ScanDigests = dict[tuple[int, TopicPartition], dict[int, int]]
+
 LOSS_CAUSES = ("unclean_election", "power_failure", "acks_1", "high_watermark_truncation",
                "stale_replica_rejoined", "unexplained")
 
@@ -318,6 +322,7 @@ class InvariantChecker:
         self.checks = {"hw": 0, "leader_hw": 0, "offsets": 0, "isr_agreement": 0,
                        "durability": 0}
         self._scans: dict[tuple[int, TopicPartition], LogScan] | None = None
+        self._digests: ScanDigests | None = None  # filled during a full check, when asked
         self.leadership_listeners: list[Callable[[SimBroker, list[TopicPartition]], None]] = []
         """Observers told whenever a broker has applied LeaderAndIsr for some partitions."""
         self.loss_events: list[dict[str, Any]] = []
@@ -619,9 +624,12 @@ class InvariantChecker:
                     f = files[bisect_right(starts, k) - 1]
                     view = f.view(row[_COL_POS], row[_COL_SIZE])
                     try:
-                        ok = records_digest(view) == digest
+                        found = records_digest(view)
                     finally:
                         view.release()
+                    ok = found == digest
+                    if self._digests is not None:  # a full check asked to keep them
+                        self._digests.setdefault((broker_id, tp), {})[k] = found
             if not ok:
                 e[6] = 1
                 newly += 1
@@ -909,15 +917,21 @@ class InvariantChecker:
         ISR agreement, and durability against the current leaders."""
         self.full_check_scans()
 
-    def full_check_scans(self) -> dict[tuple[int, TopicPartition], LogScan]:
+    def full_check_scans(self, digests: ScanDigests | None = None
+                         ) -> dict[tuple[int, TopicPartition], LogScan]:
         """:meth:`full_check`, returning the scans it made (:func:`scan_log` of each live
-        replica's log, by (broker, partition)): what those logs hold until they next change."""
+        replica's log, by (broker, partition)): what those logs hold until they next change.
+        ``digests``, when given, receives the records digests the durability checks computed
+        of the batches of those scans (by (broker, partition), then scan row), as true as the
+        scans themselves until those logs change."""
         cluster = self.cluster
         self._scans = scans = {}
+        self._digests = digests
         try:
             self._full_check(cluster)
         finally:
             self._scans = None
+            self._digests = None
         return scans
 
     def _full_check(self, cluster: Cluster) -> None:
@@ -949,4 +963,4 @@ class InvariantChecker:
 
 
 __all__ = ["LOSS_CAUSES", "AckLedger", "InvariantChecker", "InvariantViolation", "LogScan",
-           "log_batches", "records_digest", "scan_log"]
+           "ScanDigests", "log_batches", "records_digest", "scan_log"]

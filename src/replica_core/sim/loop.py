@@ -79,7 +79,7 @@ class EventLoop:
 
     @property
     def now(self) -> int:
-        return self.clock._now  # noqa: SLF001 - the loop owns this clock; the hottest read
+        return self.clock.now_ms  # the loop owns this clock; the hottest read
 
     @property
     def elapsed_ms(self) -> int:
@@ -92,7 +92,7 @@ class EventLoop:
     def call_at(self, at_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
         if at_ms.__class__ is not int:
             at_ms = int(at_ms)
-        now = self.clock._now  # noqa: SLF001
+        now = self.clock.now_ms
         if at_ms < now:
             at_ms = now
         timer = Timer(at_ms)
@@ -105,7 +105,7 @@ class EventLoop:
         """:meth:`call_at` for an event nobody cancels: no :class:`Timer` is made for it."""
         if at_ms.__class__ is not int:
             at_ms = int(at_ms)
-        now = self.clock._now  # noqa: SLF001
+        now = self.clock.now_ms
         if at_ms < now:
             at_ms = now
         seq = self._seq
@@ -115,7 +115,7 @@ class EventLoop:
     def call_later(self, delay_ms: int, fn: Callable[..., Any], *args: Any) -> Timer:
         if delay_ms.__class__ is not int:
             delay_ms = int(delay_ms)
-        at_ms = self.clock._now + (delay_ms if delay_ms > 0 else 0)  # noqa: SLF001
+        at_ms = self.clock.now_ms + (delay_ms if delay_ms > 0 else 0)
         timer = Timer(at_ms)
         seq = self._seq
         self._seq = seq + 1
@@ -139,7 +139,7 @@ class EventLoop:
             delay_ms = int(delay_ms)
         if delay_ms < 0:
             delay_ms = 0
-        at_ms = self.clock._now + delay_ms  # noqa: SLF001
+        at_ms = self.clock.now_ms + delay_ms
         timer.at_ms = at_ms
         seq = self._seq
         self._seq = seq + 1
@@ -205,8 +205,8 @@ class EventLoop:
             if at_ms > end_ms:
                 break
             pop(queue)
-            if at_ms > clock._now:  # noqa: SLF001
-                clock._now = at_ms  # noqa: SLF001 - ManualClock.set: an int, later than now
+            if at_ms > clock.now_ms:
+                clock.now_ms = at_ms  # ManualClock.set: an int, later than now
             self.events_run += 1
             head[3](*head[4])
         if end_ms > self.now:

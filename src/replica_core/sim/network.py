@@ -433,7 +433,7 @@ class Network:
         spike); None if the message is dropped."""
         if link.loss_rate > 0.0 and self.rng.random() < link.loss_rate:
             return None
-        now = self.loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
+        now = self.loop.clock.now_ms  # the loop's clock, read as the loop does
         busy = link.busy_until_ms
         start = busy if busy > now else float(now)
         done = start + size / link.bandwidth_bytes_per_ms
@@ -465,7 +465,7 @@ class Network:
         if link is None:
             link = self.link(src, dst)
         loop = self.loop
-        now = loop.clock._now  # noqa: SLF001 - the loop's clock, read as the loop does
+        now = loop.clock.now_ms  # the loop's clock, read as the loop does
         if link.model is None and link.spike_rng is None and link.loss_rate <= 0.0:
             # float(now) is exact (simulated ms are far below 2**53), and an int mixed with a
             # float in a comparison or sum is that same double: these are the doubles

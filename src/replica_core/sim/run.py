@@ -22,6 +22,7 @@ from replica_core import __version__
 from replica_core.sim import report
 from replica_core.sim.cluster import FETCH_METRICS, Cluster, configs_in_force, quiet_logs
 from replica_core.sim.faults import FaultInjector, PlannedFault
+from replica_core.sim.invariants import ScanDigests
 from replica_core.sim.scenario import Scenario
 from replica_core.sim.workload import Workload
 
@@ -310,12 +311,14 @@ def _run(cluster: Cluster, scenario: Scenario, progress: Progress | None,
         while not (settled := healthy(cluster)) and loop.now < limit:
             loop.run_until_time(min(loop.now + interval, limit))
             sampler.sample()
-    scans = cluster.check_invariants()
+    digests: ScanDigests = {}
+    scans = cluster.check_invariants(digests)
     cluster.controller_node.tracker.close(loop.now)
     cluster.client_view.close(loop.now)
     parts = _parts(cluster, start, workload, faults, sampler, fetch_base)
-    # nothing has run since the check: its scans are what the logs hold
-    parts.counts.update({k: v for k, v in workload.audit_logs(scans).items() if v is not None})
+    # nothing has run since the check: its scans (and the digests it took) are what the logs hold
+    parts.counts.update({k: v for k, v in workload.audit_logs(scans, digests).items()
+                         if v is not None})
     parts.length_ms = loop.now - start
     parts.settled = settled
     return parts

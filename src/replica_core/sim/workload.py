@@ -45,7 +45,7 @@ from replica_core.replication.messages import (
 )
 from replica_core.sim.broker import CONTROLLER_NODE, ConsumerFetch, ProduceRequest, is_failure
 from replica_core.sim.cluster import MetadataRequest, ProduceHandle
-from replica_core.sim.invariants import LogScan, records_digest, scan_log
+from replica_core.sim.invariants import LogScan, ScanDigests, records_digest, scan_log
 from replica_core.sim.producer_config import INT32_MAX, ProducerSettings, producer_settings
 from replica_core.sim.scenario import WORKLOAD_KEYS, parse_acks
 
@@ -198,7 +198,7 @@ class Producer:
         idempotent producer stamps its header and CRC at its first send, so it also takes it
         as a ``bytearray`` not stamped yet)."""
         pid = self.cluster.tp_ids[tp]
-        handle = ProduceHandle(tp, count, acks, self.loop.now)
+        handle = ProduceHandle(tp, count, acks, self.loop.clock.now_ms)
         batch = _Batch(handle, pid, records, acks, timeout_ms or self.request_timeout_ms,
                        retries, on_done)
         self.sent_batches += 1
@@ -225,7 +225,7 @@ class Producer:
             return
         q.draining = True
         try:
-            now = self.loop.now
+            now = self.loop.clock.now_ms
             limit = self.max_in_flight or 1
             while q.pending and q.in_flight < limit:
                 b = q.pending[0]
@@ -368,7 +368,7 @@ class Producer:
     def _complete(self, batch: _Batch, error: Errors | None, base_offset: int,
                   isr_size: int, leader: int = -1) -> None:
         handle = batch.handle
-        now = self.loop.now
+        now = self.loop.clock.now_ms
         handle.done = True
         handle.error = error
         handle.base_offset = base_offset
@@ -501,7 +501,7 @@ class Workload:
         buf = self._unstamped_batch(pid, seq)
         if type(buf) is bytes:
             return buf
-        _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, self.loop.now)
+        _batch_kernels.stamp_batch(buf, 0, 0, -1, self._attributes, self.loop.clock.now_ms)
         return bytes(buf)
 
     def _unstamped_batch(self, pid: int, seq: int) -> bytes | bytearray:
@@ -511,7 +511,7 @@ class Workload:
         send (producer id, epoch, sequence, then header and CRC), so stamping here too would
         be overwritten."""
         n = self.records_per_batch
-        now = self.loop.now
+        now = self.loop.clock.now_ms
         if self._template is None:
             values = [(b"%d:%d:%d|" % (pid, seq, r) + self._pad)[:max(self.record_bytes, 24)]
                       for r in range(n)]
@@ -554,8 +554,8 @@ class Workload:
         cuts = [0, *(p for pos in self._value_pos for p in (pos, pos + 19)), len(buf)]
         self._pieces = [self._template[a:b] for a, b in zip(cuts[::2], cuts[1::2], strict=True)]
 
-    def audit_logs(self, scans: Mapping[tuple[int, TopicPartition], LogScan] | None = None
-                   ) -> dict[str, int | None]:
+    def audit_logs(self, scans: Mapping[tuple[int, TopicPartition], LogScan] | None = None,
+                   digests: ScanDigests | None = None) -> dict[str, int | None]:
         """What a consumer reading every partition from its start would see of this workload's
         batches, on the current leaders: batches written twice (a retried request whose first
         attempt was appended but never acknowledged — the producer is not idempotent) and
@@ -573,7 +573,9 @@ class Workload:
         ``scans``: :func:`~replica_core.sim.invariants.scan_log` results by (broker,
         partition) of logs that have not changed since (the scans of a full check just made,
         :meth:`~replica_core.sim.cluster.Cluster.check_invariants`): a leader's log found
-        there is read from its scan rather than scanned again."""
+        there is read from its scan rather than scanned again; ``digests``: the records
+        digests that check computed of those scans' batches (by (broker, partition), then scan
+        row), each taken from there rather than computed again."""
         cluster = self.cluster
         seq_at = self._value_pos[0] + 9 if self._template is not None else None
         dup_batches = dup_records = reordered = 0
@@ -590,6 +592,8 @@ class Workload:
             headers, files, starts = scan if scan is not None else scan_log(log)
             if not len(headers):
                 continue
+            known = (digests.get((leader_id, tp)) if digests is not None and scan is not None
+                     else None) or {}
             committed_end = int(log.high_watermark)
             seen: set[int] = set()
             highest = -1
@@ -603,7 +607,9 @@ class Workload:
                 committed = row[_COL_BASE_OFFSET] + row[_COL_LAST_OFFSET_DELTA] < committed_end
                 view = files[file_index].view(pos, size)
                 try:
-                    digest = records_digest(view)
+                    digest = known.get(k)
+                    if digest is None:
+                        digest = records_digest(view)
                     seq = int(bytes(view[seq_at:seq_at + 9])) if seq_at is not None and \
                         size >= seq_at + 9 else -1
                 finally:
