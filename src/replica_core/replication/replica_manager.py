@@ -359,9 +359,7 @@ class ReplicaManager:
         log = p.log
         if log is None:
             return None
-        row = p.row  # Partition.high_watermark, inlined: the table's HW while it has a row
-        return (p.leader_epoch, p.table.hw.item(row) if row >= 0 else int(log.high_watermark),
-                log.log_end_offset)
+        return p.leader_epoch, p.high_watermark, log.log_end_offset
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self._partitions.values() if p.is_leader]

@@ -954,8 +954,12 @@ class MemoryMedium(Medium):
         files, dirs = self._files, self._dirs
         if type(path) is str and (path in files or path in dirs):
             return True
-        p = _norm(path)
-        if p is not path and (p in files or p in dirs):
+        return self._exists_normalised(_norm(path))
+
+    def _exists_normalised(self, p: str) -> bool:
+        """:meth:`exists` of normalised path ``p``: a made file or directory, or a name in the
+        file list of a pending directory."""
+        if p in self._files or p in self._dirs:
             return True
         if self._pending:
             # the parent of p as a pending directory (never "/" or ".", so "" misses it too)
@@ -1125,18 +1129,11 @@ class MemoryMedium(Medium):
         durable), a power failure drops them (the same reason), ``rmtree`` drops them unmade.
         ``files`` is kept as given when it is a tuple (share one per shape)."""
         d = _norm(path)
-        if d in self._dirs or d in self._files:
-            return False  # exists(path)
-        parent, _, name = d.rpartition("/")
+        if self._exists_normalised(d):
+            return False
+        self._touch(d)  # d is a new name: a pending directory it is in is made first
         pending = self._pending
-        if pending:
-            listed = pending.get(parent)  # (never "/" or "."; "" misses it too)
-            if listed is not None:
-                if name in self._names_of(listed):
-                    return False  # exists(path): a file of a pending directory
-                self._materialize(parent)  # _touch(d): d is a new name inside it
-        if not parent:  # _parent(d)
-            parent = "/" if d[:1] == "/" else "."
+        parent = _parent(d)
         if files is self._last_valid_file_list:
             valid = True  # the shape of the last call (one shared tuple): checked, not hashed
         else:
