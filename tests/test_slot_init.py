@@ -1,5 +1,6 @@
-"""slot_init: frozen slots dataclasses built through their slot setters behave exactly as with the
-``__init__`` dataclasses generates (values, defaults, frozenness, equality, hash, repr, pickling).
+"""slot_init: frozen slots dataclasses built through a private mutable builder class behave exactly
+as with the ``__init__`` dataclasses generates (values, defaults, frozenness, equality, hash, repr,
+pickling), and the builder never shows.
 
 Every class the product decorates is checked against its own dataclass-generated ``__init__``.
 """
@@ -176,6 +177,62 @@ def test_keyword_only_init_false_and_factories() -> None:
     with pytest.raises(TypeError):
         Shape(1, [], 3)  # e is keyword-only
     assert Shape(1).b is not Shape(1).b
+
+
+def test_post_init_runs_on_the_frozen_instance() -> None:
+    seen = []
+
+    @slot_init
+    @dataclass(frozen=True, slots=True)
+    class Checked:
+        a: int
+
+        def __post_init__(self) -> None:
+            seen.append(type(self))
+            self.a = 2  # refused, as with the dataclass's own __init__
+
+    with pytest.raises(FrozenInstanceError):
+        Checked(1)
+    assert seen == [Checked]
+
+
+def test_a_factory_that_raises_leaves_no_instance_half_built() -> None:
+    def boom() -> list:
+        raise ValueError("boom")
+
+    @slot_init
+    @dataclass(frozen=True, slots=True)
+    class Failing:
+        a: int
+        b: list = field(default_factory=boom)
+
+    with pytest.raises(ValueError, match="boom"):
+        Failing(1)
+    assert Failing(1, []).b == []
+
+
+def test_subclass_inheriting_the_init_keeps_its_own_class() -> None:
+    @slot_init
+    @dataclass(frozen=True, slots=True)
+    class Parent:
+        a: int
+        b: list = field(default_factory=list)
+        c: int = field(default=5, init=False)
+
+    class SameLayout(Parent):
+        __slots__ = ()
+
+    class MoreSlots(Parent):
+        __slots__ = ("extra",)
+
+    for sub in (SameLayout, MoreSlots):
+        obj = sub(1)
+        assert type(obj) is sub
+        assert (obj.a, obj.b, obj.c) == (1, [], 5)
+        assert sub(1, [2]).b == [2] and sub(1).b is not obj.b
+        with pytest.raises(FrozenInstanceError):
+            obj.a = 2  # type: ignore[misc]
+    assert type(Parent(1)) is Parent
 
 
 def test_rejects_what_it_does_not_fit() -> None:
