@@ -317,6 +317,33 @@ def test_one_call_over_leaders_in_every_state_matches_one_by_one(many):
     c.unisolate(2)
 
 
+def test_leadership_changes_keep_every_partition_classified_as_afresh():
+    """A broker applying a LeaderAndIsr classifies again only the partitions it is the named
+    leader of: through creation, a leader's crash, the elections and its restart, the view
+    stays what classifying every partition afresh gives."""
+    c = Cluster(4, config={"min.insync.replicas": 2, **FAST}, seed=5)
+    c.create_topic("t", 40, 3)
+    view = c.client_view
+
+    def afresh_matches():
+        kept, counts = view.cause.tolist(), view.counts_by_cause()
+        view.refresh_all()
+        return view.cause.tolist() == kept and view.counts_by_cause() == counts
+
+    assert afresh_matches()
+    c.advance(1500)
+    assert afresh_matches()
+    c.crash(1)
+    for _ in range(8):
+        c.advance(1000)
+        assert afresh_matches()
+    c.restart(1)
+    for _ in range(8):
+        c.advance(1000)
+        assert afresh_matches()
+    assert view.blocked == 0
+
+
 def test_tracker_counts_follow_the_controllers_registrations():
     """The controller node's offline / under-min-ISR / under-replicated counts are those of
     the controller's partition registrations, after elections and ISR shrinks."""
@@ -341,14 +368,14 @@ def test_metadata_answers_share_one_read_only_copy_until_a_leader_moves():
     new copy and leaves the earlier answers as they were."""
     t = _Tracker()
     t.grow(4, 3, 2)
-    t.set(0, 0, 1, 3)
+    t.set(0, [(0, 1, 3)])
     first = t.leaders_snapshot()
     assert first.tolist() == [1, -1, -1, -1] and not first.flags.writeable
-    t.set(5, 0, 1, 2)  # the ISR shrinks, the leader stays
+    t.set(5, [(0, 1, 2)])  # the ISR shrinks, the leader stays
     assert t.leaders_snapshot() is first
     with pytest.raises(ValueError):
         first[1] = 7
-    t.set(9, 1, 2, 3)
+    t.set(9, [(1, 2, 3)])
     second = t.leaders_snapshot()
     assert second is not first
     assert second.tolist() == [1, 2, -1, -1] and first.tolist() == [1, -1, -1, -1]

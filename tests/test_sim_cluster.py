@@ -299,7 +299,7 @@ def test_controller_tracker_counts_are_the_columns_counted_afresh():
         integral["under_min_isr"] += t.under_min * dt
         integral["under_replicated"] += t.under_rep * dt
         now += dt
-        t.set(now, int(rng.integers(0, 65)), int(rng.integers(-1, 4)), int(rng.integers(0, 4)))
+        t.set(now, [(int(rng.integers(0, 65)), int(rng.integers(-1, 4)), int(rng.integers(0, 4)))])
         led = t.leader >= 0
         assert t.offline == int((~led).sum())
         assert t.under_min == int((led & (t.isr_size < t.min_isr)).sum())
@@ -307,3 +307,31 @@ def test_controller_tracker_counts_are_the_columns_counted_afresh():
         assert all(type(v) is int for v in (t.offline, t.under_min, t.under_rep))
     t.close(now)
     assert t.ms == integral and 0 < t.under_min < 65
+
+
+def test_controller_tracker_sets_a_batch_as_one_change_at_a_time():
+    """Changes set together (a partition possibly named more than once) leave the columns and
+    counts as setting them one by one does."""
+    import numpy as np
+
+    from replica_core.sim.cluster import _Tracker
+
+    rng = np.random.default_rng(5)
+    one, many = _Tracker(), _Tracker()
+    for t in (one, many):
+        t.grow(30, 3, 2)
+        t.grow(10, 2, 1)
+    for now in range(200):
+        changes = [(int(rng.integers(0, 40)), int(rng.integers(-1, 4)), int(rng.integers(0, 4)))
+                   for _ in range(int(rng.integers(0, 12)))]
+        for change in changes:
+            one.set(now, [change])
+        many.set(now, changes)
+        assert one.leader.tolist() == many.leader.tolist()
+        assert one.isr_size.tolist() == many.isr_size.tolist()
+        assert (one.offline, one.under_min, one.under_rep) == \
+            (many.offline, many.under_min, many.under_rep)
+    one.close(200)
+    many.close(200)
+    assert one.ms == many.ms
+

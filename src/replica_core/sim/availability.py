@@ -255,9 +255,14 @@ class ClientView:
         leaders = self.cluster.controller_node.tracker.leader
         self.refresh(np.flatnonzero(leaders == broker).tolist())
 
-    def refresh_tps(self, tps: Iterable[Any]) -> None:
+    def refresh_tps(self, tps: Iterable[Any], broker: int) -> None:
+        """Those of ``tps`` whose controller-named leader is ``broker`` (which changed their
+        replicas): a partition's class reads its named leader's replica and nothing of another
+        broker (the tracker and the network refresh what they change themselves)."""
         ids = self.cluster.tp_ids
-        self.refresh([ids[tp] for tp in tps if tp in ids])
+        pids = np.fromiter((ids[tp] for tp in tps if tp in ids), dtype=np.intp)
+        led = self.cluster.controller_node.tracker.leader[pids] == broker
+        self.refresh(pids[led].tolist())
 
     def refresh_all(self) -> None:
         self.refresh(range(len(self.cause)))

@@ -340,28 +340,31 @@ class _Tracker:
         self._leaders_view = None
         self.offline += n
 
-    def set(self, now: int, pid: int, leader: int, isr_size: int) -> None:
-        """``pid`` has this leader (−1: none) and ISR size from ``now``: the counts of
-        offline (no leader), under-min-ISR and under-replicated partitions follow (a partition
-        without a leader counts as offline only)."""
+    def set(self, now: int, changes: Iterable[tuple[int, int, int]]) -> None:
+        """Each ``(pid, leader, isr_size)`` of ``changes``: partition ``pid`` has this leader
+        (−1: none) and ISR size from ``now``; the counts of offline (no leader), under-min-ISR
+        and under-replicated partitions follow (a partition without a leader counts as offline
+        only). One pass over the columns for all of them; a partition named twice ends as its
+        last change says, as changing it once per entry would leave it (the counts telescope)."""
         self._advance(now)
-        leader, isr_size = int(leader), int(isr_size)
-        min_isr, rf = int(self.min_isr[pid]), int(self.rf[pid])
-        old_leader, old_isr = int(self.leader[pid]), int(self.isr_size[pid])
-        if leader != old_leader:
-            self.leader[pid] = leader
+        last = {int(pid): (int(leader), int(isr_size)) for pid, leader, isr_size in changes}
+        if not last:
+            return
+        pids = np.fromiter(last, dtype=np.intp, count=len(last))
+        new = np.array(list(last.values()), dtype=np.int64)
+        leader, isr_size = new[:, 0], new[:, 1]
+        old_leader, old_isr = self.leader[pids], self.isr_size[pids]
+        min_isr, rf = self.min_isr[pids], self.rf[pids]
+        if (leader != old_leader).any():
+            self.leader[pids] = leader
             self._leaders_view = None
-        self.isr_size[pid] = isr_size
-        if old_leader < 0:
-            self.offline -= 1
-        else:
-            self.under_min -= old_isr < min_isr
-            self.under_rep -= old_isr < rf
-        if leader < 0:
-            self.offline += 1
-        else:
-            self.under_min += isr_size < min_isr
-            self.under_rep += isr_size < rf
+        self.isr_size[pids] = isr_size
+        led, was_led = leader >= 0, old_leader >= 0
+        self.offline += int(np.count_nonzero(~led)) - int(np.count_nonzero(~was_led))
+        self.under_min += (int(np.count_nonzero(led & (isr_size < min_isr)))
+                           - int(np.count_nonzero(was_led & (old_isr < min_isr))))
+        self.under_rep += (int(np.count_nonzero(led & (isr_size < rf)))
+                           - int(np.count_nonzero(was_led & (old_isr < rf))))
 
     def close(self, now: int) -> None:
         self._advance(now)
@@ -460,15 +463,17 @@ class ControllerNode:
         now = self.loop.now
         tp_ids = self.cluster.tp_ids
         changed = []
+        changes = []
         for r in results:
             if r.error_code != Errors.NONE:
                 self.cluster.refused("AlterPartition", Errors(r.error_code).name)
                 continue
             reg = ctrl.partitions[r.tp]
             pid = tp_ids[r.tp]
-            self.tracker.set(now, pid, reg.leader, len(reg.isr))
+            changes.append((pid, reg.leader, len(reg.isr)))
             changed.append(pid)
         if changed:
+            self.tracker.set(now, changes)
             self.cluster.client_view.refresh(changed)
         self.cluster.trace("alter_partition", req.broker_id,
                            " ".join(f"{r.tp}:{Errors(r.error_code).name}:{list(r.isr)}"
@@ -485,7 +490,8 @@ class ControllerNode:
         tp_ids = cluster.tp_ids
         elected = unclean = offline = 0
         changed = []
-        # read once: the loop sets each partition's entries after reading them, once each
+        changes = []
+        # read once: each partition is looked at once, and the tracker set after the loop
         leaders, isr_sizes = tracker.leader.tolist(), tracker.isr_size.tolist()
         for tp, reg in ctrl.partitions.items():
             pid = tp_ids[tp]
@@ -505,9 +511,10 @@ class ControllerNode:
                         offline += 1
                     else:
                         elected += 1
-                tracker.set(now, pid, reg.leader, len(reg.isr))
+                changes.append((pid, reg.leader, len(reg.isr)))
                 changed.append(pid)
         if changed:
+            tracker.set(now, changes)
             cluster.client_view.refresh(changed)
         if elected or unclean or offline:
             cluster.leadership_events.append((now, elected, unclean, offline))
@@ -735,7 +742,7 @@ class Cluster:
                                         suspect_ms=max(10_000,
                                                        3 * self.replica_config.replica_lag_time_max_ms))
         self.checker.leadership_listeners.append(
-            lambda broker, tps: self.client_view.refresh_tps(tps))
+            lambda broker, tps: self.client_view.refresh_tps(tps, broker.broker_id))
         self.controller = Controller(
             session_timeout_ms=self.session_timeout_ms,
             eligible_leader_replicas=self.replica_config.eligible_leader_replicas_enable)
