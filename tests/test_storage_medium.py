@@ -125,6 +125,24 @@ def test_size_changes_while_a_view_is_held(fs):
         v.release()
 
 
+def test_appends_at_the_end_with_and_without_views_keep_every_byte(fs):
+    m, root = fs
+    with m.open(j(root, "f"), create=True) as f:
+        expected = b""
+        for i in range(40):  # batches of growing sizes, each right at the end
+            chunk = bytes([i]) * (7 + 97 * i)
+            f.write(len(expected), memoryview(chunk))
+            expected += chunk
+            if i % 9 == 4:  # a view held across the next append, then released
+                v = f.view(0, len(expected))
+                f.append(b"v")
+                expected += b"v"
+                assert bytes(v) == expected[:-1]
+                v.release()
+        assert f.size() == len(expected)
+        assert bytes(f.read(0, len(expected))) == expected
+
+
 def test_closed_handle_and_read_only_handle(fs):
     m, root = fs
     p = j(root, "f")

@@ -542,7 +542,8 @@ class ReplicaFetcher:
             flight(e)
         finally:
             self._sending = False
-        self._process_answer()
+        if flight.answer is not _NO_ANSWER:  # answered during the call
+            self._process_answer()
 
     def _process_answer(self) -> None:
         flight = self._in_flight

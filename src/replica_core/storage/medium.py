@@ -419,6 +419,18 @@ class FileMedium(Medium):
 # --------------------------------------------------------------------------------------------
 
 
+def _grow_in_place(buf: bytearray, data: memoryview | bytes) -> bool:
+    """Append ``data`` to ``buf`` in place (an append at the end of the bytes a file holds,
+    e.g. a log's next batch: the buffer grows by its own over-allocation, without the
+    zero-filled copy :meth:`_Inode.ensure` makes); False, nothing done, while a view holds
+    ``buf`` (it cannot be resized then)."""
+    try:
+        buf += data
+    except BufferError:
+        return False
+    return True
+
+
 class _Inode:
     """One file's bytes, sparse like a file system's: ``size`` is the length, ``buf`` holds the
     materialised prefix and everything from ``len(buf)`` to ``size`` is a hole that reads as
@@ -605,13 +617,14 @@ class _MemoryFile(MediumFile):
             if size < lo:
                 lo = size
         buf = inode.buf
-        if end <= len(buf):
+        cap = len(buf)
+        if end <= cap:
             buf[position:end] = mv
         elif not buf and position == 0 and end >= 64:
             # the first bytes of a file (a new segment's first batch): what ensure(end) and
             # the copy leave - a new buffer of exactly these bytes - without the zero fill
             inode.buf = bytearray(mv)
-        else:
+        elif position != cap or not _grow_in_place(buf, mv):
             inode.ensure(end)
             inode.buf[position:end] = mv
         # mark(lo, end), inlined
