@@ -51,6 +51,36 @@ def _new_log(way: str, medium, root: str, cfg=CFG, clock=None, start: int = 0) -
     return Log._create_stepwise(path, cfg, medium, clock, start, start, True, ("t", 0))
 
 
+def test_new_dirs_with_files_make_the_same_tree_on_both_media(tmp_path):
+    """``create_new_dirs_with_files`` on disk (one call per name) and in memory (one pass):
+    the same answers and the same directories, files and lengths, before and after a write."""
+    trees = []
+    for medium, root in ((FileMedium(), str(tmp_path / "disk")), (MemoryMedium(), "/mem")):
+        medium.makedirs(root)
+        medium.create_dir_with_files(f"{root}/t-1", FILES)
+        made = medium.create_new_dirs_with_files(root, ["t-0", "t-1", "t-2", "t-0"], FILES)
+        snaps = [made, _tree(medium, root)]
+        with medium.open(f"{root}/t-2/c") as f:
+            f.append(b"x")
+        snaps.append(_tree(medium, root))
+        trees.append(snaps)
+    assert trees[0] == trees[1]
+    assert trees[0][0] == [True, False, True, False]
+    assert sorted(trees[0][1]) == [f"t-{p}/{n}" for p in range(3) for n in "abcd"]
+
+
+def _tree(medium, root: str) -> dict:
+    """Every file under ``root`` (relative name -> its bytes), walked through the medium."""
+    out = {}
+    for name in medium.listdir(root):
+        path = f"{root}/{name}"
+        if medium.is_dir(path):
+            out.update({f"{name}/{k}": v for k, v in _tree(medium, path).items()})
+        else:
+            out[name] = medium.read_bytes(path)
+    return out
+
+
 def _state(medium, root: str | None = None) -> dict:
     """Every file: (current bytes, durable bytes) — sizes and contents both (on disk: every
     file under ``root``, its bytes)."""
@@ -262,6 +292,8 @@ _ops = st.lists(st.one_of(
     st.tuples(st.just("newsub"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("new_if_absent"), st.integers(0, 2)),
     st.tuples(st.just("newsub_if_absent"), st.integers(0, 2), st.sampled_from(NAMES)),
+    st.tuples(st.just("newdirs_if_absent"), st.integers(-1, 2),
+              st.lists(st.sampled_from([*NAMES, "d0", "d1", "d2", ".", "x/y", ""]), max_size=4)),
     st.tuples(st.just("append"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("read"), st.integers(0, 2), st.sampled_from(NAMES)),
     st.tuples(st.just("remove"), st.integers(0, 2), st.sampled_from(NAMES)),
@@ -299,6 +331,11 @@ def _op(m: MemoryMedium, op: tuple, general: bool) -> object:
             Medium.create_dir_with_files(m, path, FILES)
             return True
         return m.create_new_dir_with_files(path, FILES)
+    if kind == "newdirs_if_absent":
+        if general:  # create_new_dir_with_files' general sequence per name, in order
+            return [not m.exists(p) and (Medium.create_dir_with_files(m, p, FILES) or True)
+                    for p in (os.path.join(d(op[1]), name) for name in op[2])]
+        return m.create_new_dirs_with_files(d(op[1]), op[2], FILES)
     if kind == "append":
         with m.open(f"{d(op[1])}/{op[2]}", create=True) as f:
             return f.append(b"x" * 5)
@@ -349,6 +386,9 @@ def _looks(m: MemoryMedium) -> list:
               ("new_if_absent", 1), ("write_atomic", 2, "a"), ("crash", "power")],
          fsync_persists_name=False)
 @example(ops=[("newsub", 0, "e"), ("mvdir", 0, 2)], fsync_persists_name=False)
+@example(ops=[("newdirs_if_absent", -1, ["d2", "d0", "e", "d2", ".", ""]), ("listdir", -1),
+              ("newdirs_if_absent", 0, ["a", "e", "x/y"]), ("crash", "power")],
+         fsync_persists_name=False)
 @example(ops=[("newsub", 0, "e"), ("rmtree", 0)], fsync_persists_name=False)
 @example(ops=[("rename", 0, "c", 2, "e"), ("fsync_dir", 2), ("crash", "power")],
          fsync_persists_name=False)

@@ -487,29 +487,24 @@ class LogManager:
     def create_logs(self, tps: Iterable[tuple[str, int]], *, log_dir: str) -> None:
         """:meth:`create_log` of each of ``tps`` in ``log_dir``, in order (a LeaderAndIsr's
         partitions): a partition with a log keeps it, the others get theirs as
-        :meth:`create_log` makes them. A new empty directory under a config
-        :meth:`Log._creates_at_0_in_one_step` accepts is made where nothing is, in one medium
-        call (``Medium.create_new_dir_with_files``), and its log by :meth:`Log._create_at_0`, with
-        what does not depend on the partition (the checks of ``log_dir``, the directory's
-        file list, the config's values) worked out once per call; anything else goes through
-        :meth:`create_log` itself."""
+        :meth:`create_log` makes them. New empty directories under a config
+        :meth:`Log._creates_at_0_in_one_step` accepts are made where nothing is, a run of one
+        topic's in one medium call (``Medium.create_new_dirs_with_files``), and their logs by
+        :meth:`Log._create_at_0`, with what does not depend on the partition (the checks of
+        ``log_dir``, the directory's file list, the config's values) worked out once per
+        call; anything else goes through :meth:`create_log` itself."""
         if self.offline_dirs or log_dir not in self.log_dirs:
             for topic, partition in tps:
                 self.create_log(topic, partition, log_dir=log_dir)
             return
         logs = self._logs
         failed = self._failed
-        medium = self.medium
-        clock = self.clock
-        expiration = self.producer_id_expiration_ms
-        create_at_0 = Log._create_at_0
-        adopt = self._adopt
-        prefix = _join(log_dir, "")  # what _join puts before a name in log_dir (joined once)
         # topic -> (config, its new directory's files, its values), or None: create_log's way
         shapes: dict[str, tuple[Any, tuple[tuple[str, int], ...], tuple[Any, ...]] | None] = {}
+        run_topic = None
+        run: list[tuple[int, str]] = []  # run_topic's partitions to make at 0, with dir names
         for topic, partition in tps:
-            tp = (topic, partition)
-            if tp in logs:
+            if (topic, partition) in logs:
                 continue
             shape = shapes.get(topic, _UNSET)
             if shape is _UNSET:
@@ -518,15 +513,43 @@ class LogManager:
                     (config, _new_dir_files(0, int(config.segment_index_bytes)),
                      _cached_config_values(config))
                     if Log._creates_at_0_in_one_step(config) else None)
-            path = f"{prefix}{topic}-{partition}"  # _join(log_dir, f"{topic}-{partition}")
-            # a directory is made here only where nothing is (its files as _create_at_0's)
-            if shape is None or failed.get(tp) is not None \
-                    or not medium.create_new_dir_with_files(path, shape[1]):
+            at_0 = shape is not None and failed.get((topic, partition)) is None
+            if at_0 and topic == run_topic:
+                run.append((partition, f"{topic}-{partition}"))
+                continue
+            if run:
+                self._create_run_at_0(log_dir, run_topic, shapes[run_topic], run)  # type: ignore[arg-type]
+                run = []
+            if at_0:
+                run_topic = topic
+                run.append((partition, f"{topic}-{partition}"))
+            else:
+                self.create_log(topic, partition, log_dir=log_dir)
+        if run:
+            self._create_run_at_0(log_dir, run_topic, shapes[run_topic], run)  # type: ignore[arg-type]
+
+    def _create_run_at_0(self, log_dir: str, topic: str,
+                         shape: tuple[Any, tuple[tuple[str, int], ...], tuple[Any, ...]],
+                         run: list[tuple[int, str]]) -> None:
+        """:meth:`create_logs`'s run of ``topic``'s ``(partition, directory name)`` in
+        ``log_dir``: the directories made in one medium call, a log at 0 in each made
+        (:meth:`Log._create_at_0`), :meth:`create_log` for one already there."""
+        config, files, values = shape
+        medium = self.medium
+        clock = self.clock
+        expiration = self.producer_id_expiration_ms
+        create_at_0 = Log._create_at_0
+        adopt = self._adopt
+        jitter = self._jitter
+        prefix = _join(log_dir, "")  # what _join puts before a name in log_dir (joined once)
+        made = medium.create_new_dirs_with_files(log_dir, [name for _, name in run], files)
+        for (partition, name), new in zip(run, made, strict=True):
+            if not new:
                 self.create_log(topic, partition, log_dir=log_dir)
                 continue
-            config, _, values = shape
-            adopt(tp, create_at_0(path, config, medium, clock, (topic, int(partition)),
-                                  self._jitter(topic, partition), expiration, values),
+            adopt((topic, partition),
+                  create_at_0(prefix + name, config, medium, clock, (topic, int(partition)),
+                              jitter(topic, partition), expiration, values),
                   log_dir)
 
     def _place(self, tp: TopicPartition, log_dir: str) -> None:

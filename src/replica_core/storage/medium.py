@@ -239,6 +239,16 @@ class Medium:
         self.create_dir_with_files(path, files)
         return True
 
+    def create_new_dirs_with_files(self, parent: PathLike, names: Iterable[str],
+                                   files: tuple[tuple[str, int], ...]) -> list[bool]:
+        """:meth:`create_new_dir_with_files` of ``parent/name`` with ``files`` for each of
+        ``names`` in order, and what each answered: a LeaderAndIsr's new partition
+        directories, all in one log directory, in one call (:class:`MemoryMedium` checks the
+        parent and the file list once)."""
+        base = os.fspath(parent)
+        return [self.create_new_dir_with_files(os.path.join(base, name), files)
+                for name in names]
+
     def untouched_files(self, path: PathLike, *, written: str | None = None
                         ) -> tuple[tuple[str, int], ...] | None:
         """The ``(name, length)`` files :meth:`create_dir_with_files` made directory ``path``
@@ -1145,15 +1155,62 @@ class MemoryMedium(Medium):
         if self._exists_normalised(d):
             return False
         self._touch(d)  # d is a new name: a pending directory it is in is made first
-        pending = self._pending
         parent = _parent(d)
-        if files is self._last_valid_file_list:
-            valid = True  # the shape of the last call (one shared tuple): checked, not hashed
+        files, valid = self._checked_file_list(files)
+        if not valid or parent not in self._dirs:
+            super().create_dir_with_files(path, files)  # the general sequence of calls
+            return True
+        self._dirs.add(d)
+        kids = self._dir_kids.get(parent)
+        if kids is None:
+            self._dir_kids[parent] = {d}
         else:
-            try:
-                valid = self._valid_file_lists.get(files)  # type: ignore[call-overload]
-            except TypeError:  # not hashable as given
-                valid = None
+            kids.add(d)
+        if files:
+            self._pending[d] = files
+        return True
+
+    def create_new_dirs_with_files(self, parent: PathLike, names: Iterable[str],
+                                   files: tuple[tuple[str, int], ...]) -> list[bool]:
+        """:meth:`Medium.create_new_dirs_with_files`. Under a made directory that is not
+        pending, with a valid file list, each plain name (one path component) is made as
+        :meth:`create_new_dir_with_files` makes it, the parent and the list checked once;
+        anything else by :meth:`create_new_dir_with_files` itself."""
+        p = _norm(parent)
+        files, valid = self._checked_file_list(files)
+        if not valid or p not in self._dirs or p in self._pending or p == ".":
+            return super().create_new_dirs_with_files(parent, names, files)
+        prefix = p if p[-1] == "/" else p + "/"
+        made_files, dirs, pending = self._files, self._dirs, self._pending
+        kids = self._dir_kids.get(p)
+        if kids is None:
+            kids = self._dir_kids[p] = set()
+        made: list[bool] = []
+        for name in names:
+            d = prefix + name
+            if d in dirs or d in made_files:
+                made.append(False)
+            elif not name or "/" in name or name == "." or name == "..":
+                made.append(self.create_new_dir_with_files(d, files))
+            else:
+                dirs.add(d)
+                kids.add(d)
+                if files:
+                    pending[d] = files
+                made.append(True)
+        return made
+
+    def _checked_file_list(self, files: Iterable[tuple[str, int]]
+                           ) -> tuple[tuple[tuple[str, int], ...], bool]:
+        """``files`` as a tuple (kept as given when it is one: share one per shape), and
+        whether a pending directory can hold it: distinct plain names (one path component
+        each), no negative length. Remembered per list."""
+        if files is self._last_valid_file_list:
+            return files, True  # the shape of the last call (one shared tuple): not hashed
+        try:
+            valid = self._valid_file_lists.get(files)  # type: ignore[call-overload]
+        except TypeError:  # not hashable as given
+            valid = None
         if valid is None:
             files = tuple((name, length) for name, length in files)
             valid = self._valid_file_lists.get(files)
@@ -1169,18 +1226,7 @@ class MemoryMedium(Medium):
             self._valid_file_lists[files] = valid
         if valid:
             self._last_valid_file_list = files
-        if not valid or parent not in self._dirs:
-            super().create_dir_with_files(path, files)  # the general sequence of calls
-            return True
-        self._dirs.add(d)
-        kids = self._dir_kids.get(parent)
-        if kids is None:
-            self._dir_kids[parent] = {d}
-        else:
-            kids.add(d)
-        if files:
-            pending[d] = files
-        return True
+        return files, valid  # type: ignore[return-value]
 
     def read_bytes(self, path: PathLike) -> bytes:
         """:meth:`Medium.read_bytes`; a made file named by its normalised path is read without
