@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from replication_harness import TP, Cluster
 
-from replica_core._fast.replica_state_py import SESSION_MARK
+from replica_core._fast.replica_state_py import EVERY_COLUMN, SESSION_MARK, SESSION_OUT
 from replica_core.errors import Errors
 from replica_core.replication import ReplicaConfig
 from replica_core.replication.delayed import DelayedFetch, FetchPartitionStatus
 from replica_core.replication.fetch_session import FetchSession
 from replica_core.replication.messages import FetchPartition, FetchRequest, TopicPartition
 from replica_core.replication.replica_manager import ReplicaManager
+from replica_core.replication.state import _PARTITION_COLUMNS, _SLOT_COLUMNS
 from replica_core.sim import scenario as sc
 from replica_core.sim.run import run_scenario
 from replica_core.storage.segment import LogOffsetMetadata
@@ -525,14 +528,17 @@ def test_leader_log_start_move_is_sent_when_a_parked_fetch_completes():
 _EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-@pytest.mark.parametrize("path, overrides", [
+_RUNS = [
     (sc.default_scenario_path(), {"topics.0.partitions": 60, "duration_s": 10,
                                   "faults.0.at_s": 3, "faults.1.at_s": 7,
                                   "broker.session.timeout.ms": 2000,
                                   "workload.batches_per_second": 2.0}),
     (_EXAMPLES / "retention-reset.toml", {"duration_s": 16, "faults.0.at_s": 4,
                                           "faults.1.at_s": 12}),
-])
+]
+
+
+@pytest.mark.parametrize("path, overrides", _RUNS)
 def test_parked_fetch_answers_what_a_scan_of_the_whole_session_finds(monkeypatch, path,
                                                                      overrides):
     """Every parked session fetch completed in a simulated run (appends, HW moves, a crash
@@ -560,6 +566,50 @@ def test_parked_fetch_answers_what_a_scan_of_the_whole_session_finds(monkeypatch
     summary = run_scenario(sc.load(path, overrides))[0]
     assert summary["lost_acked_records"] == 0
     assert seen["marked"] > 100 and seen["partitions"] > 100
+
+
+@pytest.mark.parametrize("path, overrides", _RUNS)
+def test_session_scan_looking_at_the_marked_columns_gives_the_full_scan(monkeypatch, path,
+                                                                        overrides):
+    """Every follower session scan of a simulated run (appends, HW moves, ISR shrink and
+    expansion, a crash and restart, leadership changes, retention moving log starts) picks
+    the columns, and writes the state, a scan looking at every column does from the same
+    state; most scans look only at the columns marked since the session's last one."""
+    names = [n for n, _, _ in _PARTITION_COLUMNS + _SLOT_COLUMNS]
+    real = ReplicaManager._session_reads
+    seen = {"since": 0, "scans": 0}
+
+    def checked(self, session, params, now):
+        table = self.table
+        kernels = table.kernels
+
+        class Checking:
+            def __getattr__(self, name):
+                return getattr(kernels, name)
+
+            def session_fetch(self, block, n, apply_quiet, now, epoch, since):
+                state = SimpleNamespace(**{x: getattr(table, x).copy() for x in names})
+                full = block.copy()
+                m = kernels.session_fetch(block, n, apply_quiet, now, epoch, since)
+                m_full = type(kernels)(state, table.max_replicas).session_fetch(
+                    full, n, apply_quiet, now, epoch)
+                assert full[SESSION_OUT, :m_full].tolist() == block[SESSION_OUT, :m].tolist()
+                for x in names:
+                    assert np.array_equal(getattr(state, x), getattr(table, x)), x
+                seen["since"] += since != EVERY_COLUMN
+                seen["scans"] += 1
+                return m
+
+        table.kernels = Checking()
+        try:
+            return real(self, session, params, now)
+        finally:
+            table.kernels = kernels
+
+    monkeypatch.setattr(ReplicaManager, "_session_reads", checked)
+    summary = run_scenario(sc.load(path, overrides))[0]
+    assert summary["lost_acked_records"] == 0
+    assert seen["since"] > 0.8 * seen["scans"] > 100
 
 
 def test_one_session_fetch_moving_two_partitions_advances_each_hw_in_order():
@@ -616,3 +666,55 @@ def test_fetch_metadata_is_full_is_set_from_the_epoch_on_every_construction() ->
     assert a == b and hash(a) == hash(b) and repr(a) == "FetchMetadata(session_id=7, epoch=1)"
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.is_full = True  # type: ignore[misc]
+
+
+def test_a_change_reaches_every_session_holding_the_partition_parked_or_not():
+    """A session scan compares the leader's values only on the columns marked since its last
+    scan: an append to a partition marks it in every session holding it, so each session's
+    next fetch still answers it (and an idle one answers nothing)."""
+    c = cluster()
+    sids = {f: open_session(c, f) for f in (1, 2)}
+    for f, sid in sids.items():                       # a first scan of each session
+        assert session_fetch(c, f, (), session_id=sid, epoch=1).partitions == ()
+    c.produce(TP, 2)
+    for f, sid in sids.items():
+        resp = session_fetch(c, f, (), session_id=sid, epoch=2)
+        assert [(p.tp, len(p.records) > 0) for p in resp.partitions] == [(TP, True)]
+        session = c.rm(0).fetch_manager.cache.get(sid)
+        assert session.mark[session.index[TP]] == session.scan_stamp   # read: looked at again
+        assert session.mark[session.index[TP1]] < session.scan_stamp   # quiet: left out
+
+
+def test_a_follower_left_out_of_the_maximal_isr_is_read_by_its_next_session_scan():
+    """A caught-up follower's quiet partition leaves the maximal ISR between two fetches (an
+    ISR change the leader reports for no partition): the next scan of its session still reads
+    it, so the fetch proposes the follower's return to the ISR (maybeExpandIsr)."""
+    c = cluster()
+    sid = open_session(c)
+    assert session_fetch(c, 1, (), session_id=sid, epoch=1).partitions == ()
+    rm = c.rm(0)
+    rm.table.commit_isr(c.partition(0, TP).row, [0, 2])
+    sent = len(c.controller.requests)
+    session_fetch(c, 1, (), session_id=sid, epoch=2)
+    assert [(item.tp, 1 in item.new_isr) for item in c.controller.pending_items()[sent:]] == [
+        (TP, True)]
+
+
+def test_a_fetch_outside_the_session_moving_the_follower_leo_is_seen_by_the_next_scan():
+    """The follower fetches a quiet partition outside its session from another offset (the
+    leader records that LEO): the next scan of the session looks at the partition again and
+    reads it, the recorded LEO not being the session's fetch offset."""
+    c = cluster()
+    c.produce(TP, 3)
+    c.catch_up()
+    sid = open_session(c)
+    for epoch in (1, 2):
+        assert session_fetch(c, 1, (), session_id=sid, epoch=epoch).partitions == ()
+    req = c.fetch_request(1, (TP,))
+    req = dataclasses.replace(req, partitions=(dataclasses.replace(req.partitions[0],
+                                                                   fetch_offset=1),))
+    c.rm(0).fetch_messages(req)
+    session_fetch(c, 1, (), session_id=sid, epoch=3)
+    session = c.rm(0).fetch_manager.cache.get(sid)
+    assert session.mark[session.index[TP]] == session.scan_stamp     # picked, read
+    assert session.mark[session.index[TP1]] < session.scan_stamp     # still quiet

@@ -49,6 +49,18 @@ def random_session(rng: np.random.Generator, cols, P: int, R: int, n: int) -> di
     )
 
 
+def distinct_rows(s: dict) -> dict:
+    """``s`` with every row held once (one session holds a partition once; a duplicate row
+    would double-apply §6.2): later duplicates not led here."""
+    _, first = np.unique(s["rows"], return_index=True)
+    dup = np.ones(len(s["rows"]), bool)
+    dup[first] = False
+    dup &= s["rows"] >= 0
+    s["rows"][dup] = -1
+    s["slots"][dup] = -1
+    return s
+
+
 def block(order, s: dict | None = None, **columns) -> np.ndarray:
     """The session block the kernels take (one row per column, ``SESSION_*``): ``order`` and
     the columns of ``s`` (or keyword columns), the output row zeroed."""
@@ -60,7 +72,7 @@ def block(order, s: dict | None = None, **columns) -> np.ndarray:
                       ("fetch_offsets", lay.SESSION_FETCH_OFFSET),
                       ("log_starts", lay.SESSION_LOG_START), ("sent_hw", lay.SESSION_SENT_HW),
                       ("sent_log_start", lay.SESSION_SENT_LOG_START),
-                      ("req_epochs", lay.SESSION_REQ_EPOCH)):
+                      ("req_epochs", lay.SESSION_REQ_EPOCH), ("mark", lay.SESSION_MARK)):
         if name in cols:
             out[row] = cols[name]
     return out
@@ -79,19 +91,26 @@ def test_native_and_twin_share_the_session_layout():
     assert sorted(getattr(twin, n) for n in names[:-1]) == list(range(twin.SESSION_ROW_COUNT))
 
 
+def busy_columns(cols, R: int, s: dict, n: int) -> np.ndarray:
+    """Of the first ``n`` entries of ``s``, those led here that a scan must pick."""
+    rows, slots = s["rows"][:n], s["slots"][:n]
+    f = s["fetch_offsets"][:n]
+    r = np.maximum(rows, 0)
+    flat = r * R + np.maximum(slots, 0)
+    return ((cols.leader_leo[r] != f)
+            | (cols.hw[r] != s["sent_hw"][:n]) | (cols.leo.reshape(-1)[flat] != f)
+            | (cols.log_start_offset[r, 0] != s["sent_log_start"][:n])
+            | (cols.leader_epoch[r] != s["req_epochs"][:n])
+            | (cols.in_max_isr.reshape(-1)[flat] == 0))
+
+
 def reference_fetch(cols, R: int, s: dict, n: int, apply_quiet: bool, now: int, epoch: int,
                     twin) -> list[int]:
     """The rule as whole-array numpy, the quiet updates through the twin's §6.2 one by one."""
     rows, slots = s["rows"][:n], s["slots"][:n]
     f = s["fetch_offsets"][:n]
     led = rows >= 0
-    r = np.maximum(rows, 0)
-    flat = r * R + np.maximum(slots, 0)
-    busy = ((cols.leader_leo[r] != f)
-            | (cols.hw[r] != s["sent_hw"][:n]) | (cols.leo.reshape(-1)[flat] != f)
-            | (cols.log_start_offset[r, 0] != s["sent_log_start"][:n])
-            | (cols.leader_epoch[r] != s["req_epochs"][:n])
-            | (cols.in_max_isr.reshape(-1)[flat] == 0))
+    busy = busy_columns(cols, R, s, n)
     chosen = np.flatnonzero(np.where(led, busy, True))  # not led here: answer the error
     if apply_quiet:
         for k in np.flatnonzero(led & ~busy):
@@ -116,14 +135,7 @@ def reference_pending(cols, s: dict, n: int) -> list[int]:
 def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quiet):
     rng = np.random.default_rng(seed)
     cols = random_columns(rng, P, R)
-    s = random_session(rng, cols, P, R, n + 2)  # two spare entries past n are never looked at
-    if len(set(s["rows"][s["rows"] >= 0].tolist())) != int((s["rows"] >= 0).sum()):
-        # one session holds a partition once; duplicate rows would double-apply §6.2
-        _, first = np.unique(s["rows"], return_index=True)
-        dup = np.ones(len(s["rows"]), bool)
-        dup[first] = False
-        s["rows"][dup] = -1
-        s["slots"][dup] = -1
+    s = distinct_rows(random_session(rng, cols, P, R, n + 2))  # two spare entries past n
     now = T0 + int(rng.integers(0, 4)) * 10_000
     # the session visits its columns in its own order: a random permutation of them
     order = rng.permutation(n + 2).astype(np.int64)
@@ -143,6 +155,37 @@ def test_session_fetch_native_twin_and_reference_agree(P, R, n, seed, apply_quie
     assert outs[0] == outs[1] == expected
     assert_same_columns(a, b)
     assert_same_columns(a, c)
+
+
+@settings(max_examples=200, deadline=None)
+@given(P=st.integers(1, 10), R=st.integers(2, 5), n=st.integers(0, 24),
+       seed=st.integers(0, 2**32 - 1), apply_quiet=st.booleans())
+def test_session_fetch_since_gives_the_full_scan_when_its_promise_holds(P, R, n, seed,
+                                                                       apply_quiet):
+    """Columns marked below ``since`` are quiet (the caller's promise); the others carry any
+    mark. The scan from ``since`` picks the columns, and writes the state, a scan of every
+    column does — native and twin alike."""
+    rng = np.random.default_rng(seed)
+    cols = random_columns(rng, P, R)
+    s = distinct_rows(random_session(rng, cols, P, R, n + 2))
+    quiet = (s["rows"] >= 0) & ~busy_columns(cols, R, s, n + 2)
+    since = 5
+    s["mark"] = np.where(quiet & (rng.random(n + 2) < 0.8), rng.integers(0, since, n + 2),
+                         rng.integers(since, 9, n + 2))
+    now = T0 + int(rng.integers(0, 4)) * 10_000
+    order = rng.permutation(n + 2).astype(np.int64)
+    lay = kernel_module("twin")
+    results = []
+    for impl, start in (("native", lay.EVERY_COLUMN), ("native", since), ("twin", since)):
+        assert kernel_module(impl).EVERY_COLUMN == lay.EVERY_COLUMN
+        state = copy_columns(cols)
+        session = block(order, s)
+        m = kernel_module(impl).ReplicaStateKernels(state, R).session_fetch(
+            session, n, apply_quiet, now, 5, start)
+        results.append((picked(session, m), state))
+    assert results[0][0] == results[1][0] == results[2][0]
+    assert_same_columns(results[0][1], results[1][1])
+    assert_same_columns(results[0][1], results[2][1])
 
 
 @settings(max_examples=200, deadline=None)

@@ -21,6 +21,7 @@ SESSION_REQ_EPOCH: int
 SESSION_OUT: int
 SESSION_MARK: int
 SESSION_ROW_COUNT: int
+EVERY_COLUMN: int
 
 def session_move_to_end(session: npt.NDArray[np.int64], n: int, j: int) -> int: ...
 
@@ -70,6 +71,7 @@ class ReplicaStateKernels:
         apply_quiet: bool,
         fetch_time_ms: int,
         broker_epoch: int,
+        since: int = ...,
     ) -> int: ...
     def session_pending(self, session: npt.NDArray[np.int64], n: int) -> int: ...
     def session_pending_marked(self, session: npt.NDArray[np.int64], n: int, stamp: int

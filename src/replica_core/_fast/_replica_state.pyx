@@ -12,7 +12,7 @@ leader; follower slots are ``1 .. n_replicas[p] - 1``; padding slots have every 
 """
 cimport cython
 cimport numpy as cnp
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport INT64_MIN, int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
@@ -60,7 +60,7 @@ cdef enum:
     S_SENT_LOG_START = 6  # the leader's log start last sent
     S_REQ_EPOCH = 7       # the request's current leader epoch
     S_OUT = 8             # kernel output: the columns picked, in session order
-    S_MARK = 9            # the parked fetch's stamp on columns that may have news for it
+    S_MARK = 9            # stamps on columns that may have changed (FetchSession.new_stamp)
     SESSION_COLUMNS = 10
 
 SESSION_ORDER = S_ORDER
@@ -74,6 +74,7 @@ SESSION_REQ_EPOCH = S_REQ_EPOCH
 SESSION_OUT = S_OUT
 SESSION_MARK = S_MARK
 SESSION_ROW_COUNT = SESSION_COLUMNS
+EVERY_COLUMN = INT64_MIN  # session_fetch's ``since`` checking every column in full
 
 
 # Typed pointers, copied into locals by every loop: stores through the uint8 outputs (a char
@@ -463,20 +464,24 @@ cdef class ReplicaStateKernels:
 
     cpdef Py_ssize_t session_fetch(self, cnp.ndarray session, Py_ssize_t n,
                                    bint apply_quiet, int64_t fetch_time_ms,
-                                   int64_t broker_epoch) except -1:
+                                   int64_t broker_epoch, int64_t since=INT64_MIN) except -1:
         """A follower's session fetch on the leader over the session's block (rows as
         ``SESSION_*``), visiting column ``j = order[k]`` for ``k < n`` (session order): writes
         to the ``out`` row, in that order, the columns to read and returns their count; a
         quiet column (led here, in the maximal ISR, caught up, same HW, log start (slot 0's)
         and epoch as last sent) gets the §6.2 fetch-state update at once when
-        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error.
+        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error. A column
+        marked below ``since`` (``mark[j] < since``) is quiet without a look (the caller's
+        promise: it was checked and quiet at the session's last scan, and nothing compared
+        has changed since — its row, slot and session values, the row's replica count, the
+        follower's LEO and maximal-ISR flag, the leader's LEO, HW, log start and epoch).
 
-        One pass checks each column as ``_check_session`` does (the first bad one, in session
-        order, raises before anything is written) and sorts it into picked or quiet, reading
-        the state only; the quiet columns' updates follow, in session order. That is the
-        update-as-you-go result: an update writes no value the pass compares (a quiet
-        follower's LEO is the fetch offset already; its slot is never slot 0, whose log start
-        is compared; its times, leader-LEO mark and broker epoch are not compared)."""
+        One pass checks each column it looks at as ``_check_session`` does (the first bad one,
+        in session order, raises before anything is written) and sorts it into picked or
+        quiet, reading the state only; the quiet columns' updates follow, in session order.
+        That is the update-as-you-go result: an update writes no value the pass compares (a
+        quiet follower's LEO is the fetch offset already; its slot is never slot 0, whose log
+        start is compared; its times, leader-LEO mark and broker epoch are not compared)."""
         cdef Py_ssize_t k, j, m = 0, q, t, bad = -1, bad_order = -1, P = self.num_partitions
         cdef int64_t p, f, r, i
         cdef Cols c = self.c
@@ -492,6 +497,7 @@ cdef class ReplicaStateKernels:
         cdef const int64_t* sent_hw = base + S_SENT_HW * cap
         cdef const int64_t* sent_log_start = base + S_SENT_LOG_START * cap
         cdef const int64_t* req_epochs = base + S_REQ_EPOCH * cap
+        cdef const int64_t* mark = base + S_MARK * cap
         cdef int64_t* out = base + S_OUT * cap
         # picked columns from the front, quiet ones from the back (in reverse session order)
         cdef int64_t* sorted_cols = <int64_t*>malloc(n * sizeof(int64_t))
@@ -504,6 +510,10 @@ cdef class ReplicaStateKernels:
                 if j < 0 or j >= cap:
                     bad_order = k
                     break
+                if mark[j] < since:
+                    q -= 1
+                    sorted_cols[q] = j
+                    continue
                 p = rows[j]
                 if p < 0:
                     sorted_cols[m] = j

@@ -36,8 +36,9 @@ SESSION_SENT_HW = 5  # the HW last sent (-1: none / after an error)
 SESSION_SENT_LOG_START = 6  # the leader's log start last sent
 SESSION_REQ_EPOCH = 7  # the request's current leader epoch
 SESSION_OUT = 8  # kernel output: the columns picked, in session order
-SESSION_MARK = 9  # the parked fetch's stamp on columns that may have news for it
+SESSION_MARK = 9  # stamps on columns that may have changed (see FetchSession.new_stamp)
 SESSION_ROW_COUNT = 10
+EVERY_COLUMN = -(2**63)  # session_fetch's ``since`` checking every column in full
 
 
 def _flat(a: Any) -> Any:
@@ -223,22 +224,33 @@ class ReplicaStateKernels:
                 raise IndexError(f"no partition {p}")
 
     def session_fetch(self, session: Any, n: int, apply_quiet: bool, fetch_time_ms: int,
-                      broker_epoch: int) -> int:
+                      broker_epoch: int, since: int = EVERY_COLUMN) -> int:
         """A follower's session fetch on the leader over the session's block (rows as
         ``SESSION_*``), visiting column ``j = order[k]`` for ``k < n`` (session order): writes
         to the ``out`` row, in that order, the columns to read and returns their count; a
         quiet column (led here, in the maximal ISR, caught up, same HW, log start (slot 0's)
         and epoch as last sent) gets the §6.2 fetch-state update at once when
-        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error."""
+        ``apply_quiet``. Not led here (``rows[j] < 0``): read, to answer its error. A column
+        marked below ``since`` (``mark[j] < since``) is quiet without a look (the caller's
+        promise: it was checked and quiet at the session's last scan, and nothing compared
+        has changed since — its row, slot and session values, the row's replica count, the
+        follower's LEO and maximal-ISR flag, the leader's LEO, HW, log start and epoch)."""
         self._check_session(session, n, True)
         order, rows, slots = session[SESSION_ORDER], session[SESSION_ROWS], session[SESSION_SLOTS]
         fetch_offsets, log_starts = session[SESSION_FETCH_OFFSET], session[SESSION_LOG_START]
         sent_hw, sent_log_start = session[SESSION_SENT_HW], session[SESSION_SENT_LOG_START]
         req_epochs, out = session[SESSION_REQ_EPOCH], session[SESSION_OUT]
+        mark = session[SESSION_MARK]
         m = 0
         for k in range(n):
             j = int(order[k])
             p = int(rows[j])
+            if int(mark[j]) < since:  # quiet without a look
+                if apply_quiet:
+                    f = int(fetch_offsets[j])  # the leader's LEO too
+                    self._fetch(p * self.max_replicas + int(slots[j]), f, int(log_starts[j]),
+                                int(fetch_time_ms), f, int(broker_epoch))
+                continue
             if p < 0:
                 out[m] = j
                 m += 1

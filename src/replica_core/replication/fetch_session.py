@@ -26,7 +26,8 @@ the kernel (``session_fetch``); a parked session fetch re-reads only partitions 
 (``session_pending``), looking only at the columns it marked as possibly changed while the
 leadership, the leaders' log starts and the session stayed as they were when it parked
 (``session_pending_marked``, the ``mark`` row). Both give the response Kafka gives after reading
-every partition.
+every partition. The scan itself compares the leader's values only on the columns marked since
+the session's last scan (:meth:`FetchSession.begin_scan`).
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from replica_core._fast import load
 from replica_core._fast.replica_state_py import (
+    EVERY_COLUMN,
     SESSION_FETCH_OFFSET,
     SESSION_LOG_START,
     SESSION_MARK,
@@ -121,14 +123,18 @@ class FetchSession:
         self.version = 0
         """Bumped whenever a partition is added, updated or forgotten."""
         self.stamp = 0
-        """The last stamp handed to a parked fetch of this session (:meth:`new_stamp`)."""
+        """The last stamp handed out (:meth:`new_stamp`)."""
+        self.scan_stamp = 0
+        """The stamp of the last session scan (:meth:`begin_scan`)."""
+        self.scan_gens: tuple[int, ...] = ()
+        """The leader's generations at the last session scan (see :meth:`begin_scan`)."""
         self._allocate(16, None)
 
     columns: np.ndarray
     """The block the session kernels take; the named columns below are its rows."""
     out: np.ndarray
     mark: np.ndarray
-    """A parked fetch's stamp on the columns that may have news for it (see :meth:`new_stamp`)."""
+    """Stamps on the columns that may have changed (see :meth:`new_stamp`, :meth:`begin_scan`)."""
     _order: np.ndarray
     fetch_offset: np.ndarray
     req_epoch: np.ndarray
@@ -172,7 +178,7 @@ class FetchSession:
 
     def upsert(self, fp: FetchPartition) -> int:
         """Add a partition (cached HW and log start unknown) or update its request data
-        (``CachedPartition.updateRequestParams``); its column slot."""
+        (``CachedPartition.updateRequestParams``), marked changed; its column slot."""
         self.version += 1
         i = self.index.get(fp.tp)
         if i is None:
@@ -195,6 +201,7 @@ class FetchSession:
         self.fetch_offset_cells[i] = fp.fetch_offset
         self.req_epoch_cells[i] = fp.current_leader_epoch
         self.log_start_cells[i] = fp.log_start_offset
+        self.mark_cells[i] = self.stamp
         return i
 
     def fill(self, parts: Sequence[FetchPartition], hws: Sequence[int],
@@ -270,6 +277,25 @@ class FetchSession:
         looks at those only (``session_pending_marked``). Later stamps void earlier ones."""
         self.stamp += 1
         return self.stamp
+
+    def begin_scan(self, lookup: Any, gen: int, gens: tuple[int, ...], own_writes: bool
+                   ) -> int:
+        """Before a session scan (``session_fetch``): the rows (:meth:`refresh_rows`, once per
+        leadership generation ``gen``) and the scan's ``since``. A column is marked
+        (``mark[j] >= since``) when it was picked by the last scan (the caller marks picks
+        with :attr:`scan_stamp`) or its request data (:meth:`upsert`), its leader's LEO or HW
+        (the leader's change reports) changed since; the others were quiet then and are left
+        unlooked-at, which holds while ``gens`` (the leadership, leaders' log-start and state
+        table membership generations) are the last scan's and the follower's fetch states were
+        last written by this session's own reads (``own_writes``). Otherwise ``EVERY_COLUMN``:
+        every column is looked at."""
+        since = self.scan_stamp
+        if self.gen != gen or self.scan_gens != gens or not own_writes:
+            self.refresh_rows(lookup, gen)
+            self.scan_gens = gens
+            since = EVERY_COLUMN
+        self.scan_stamp = self.new_stamp()
+        return since
 
     def order(self) -> np.ndarray:
         """Column slots in session order (kept alongside ``index``; read only)."""

@@ -16,7 +16,7 @@ touch order (:class:`_LastUsedIndex`), which is its TreeMap order while time doe
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, ValuesView
 from typing import Generic, NamedTuple, Protocol, TypeVar
 
 import numpy as np
@@ -190,6 +190,8 @@ class FetchSessionCache(Generic[S]):
         self.eviction_ms = eviction_ms
         self._rng = rng if rng is not None else np.random.default_rng(0)
         self._sessions: dict[int, S] = {}
+        self.sessions: ValuesView[S] = self._sessions.values()
+        """The cached sessions (a live view, read only)."""
         self._last_used: _LastUsedIndex[S] = _LastUsedIndex()
         self._evictable_by_all: _SortedIndex[EvictableKey, S] = _SortedIndex()
         self._evictable_by_privileged: _SortedIndex[EvictableKey, S] = _SortedIndex()

@@ -233,7 +233,8 @@ class ReplicaManager:
                  "produce_purgatory", "fetch_purgatory", "fetch_manager", "_parked_sessions",
                  "_fetch_params", "_checkpoint_starts", "_shared_reads", "_log_end_reads",
                  "_leadership_gen",
-                 "_log_start_gen", "_reported_changes", "_partitions", "partition",
+                 "_log_start_gen", "_reported_changes", "_sessions", "_fetch_state_writers",
+                 "_partitions", "partition",
                  "get_partition", "_logs", "local_log", "_by_row", "_unsent",
                  "_retry",
                  "_drained", "_ineligible", "broker_epochs", "_isr_change_set",
@@ -281,6 +282,11 @@ class ReplicaManager:
             "Fetch", clock, purge_interval=config.fetch_purgatory_purge_interval_requests)
         self.fetch_manager = FetchManager(FetchSessionCache(
             config.max_incremental_fetch_session_cache_slots, rng=session_id_rng))
+        self._sessions = self.fetch_manager.cache.sessions
+        """The fetch session cache's sessions (a live view)."""
+        self._fetch_state_writers: dict[int, FetchSession | None] = {}
+        """Per follower: the session whose fetch last read (and so updated the follower's fetch
+        states), None for a fetch outside a session (see :meth:`_session_reads`)."""
         self._parked_sessions: dict[int, DelayedSessionFetch] = {}
         self._fetch_params: dict[tuple[Any, ...], FetchParams] = {}
         """The params made for each set of request values (see :meth:`fetch_params`)."""
@@ -688,6 +694,8 @@ class ReplicaManager:
             nothing_to_fetch = False
             stamp: tuple[int, int, int] | None = None
         else:
+            if follower:
+                self._fetch_state_writers[params.replica_id] = None
             parts = context.partitions()
             nothing_to_fetch = not parts
             stamp = self._read_stamp()  # the state the reads below see (see DelayedFetch)
@@ -733,12 +741,26 @@ class ReplicaManager:
         new HW or epoch, a follower LEO the leader has not recorded, a follower outside the
         maximal ISR, a partition no longer led here) and applies
         §6.2's fetch-state update to the rest, whose reads Kafka would drop from the response."""
-        session.refresh_rows(self._rows_and_slots, self._leadership_gen)
+        # a follower's fetch states are written by its fetches' reads only (the reads after
+        # this scan are this session's, of the columns it picks)
+        writers = self._fetch_state_writers
+        gen = self._leadership_gen
+        since = session.begin_scan(self._rows_and_slots, gen,
+                                   (gen, self._log_start_gen, self.table.membership_gen),
+                                   writers.get(session.replica_id) is session)
+        writers[params.replica_id] = session
         stale = (params.replica_epoch != -1
                  and self.broker_epochs.get(params.replica_id, -1) > params.replica_epoch)
-        m = self.table.kernels.session_fetch(session.columns, len(session.index), not stale, now,
-                                             params.replica_epoch)
+        try:
+            m = self.table.kernels.session_fetch(session.columns, len(session.index), not stale,
+                                                 now, params.replica_epoch, since)
+        except BaseException:
+            session.scan_gens = ()  # nothing looked at: the next scan looks at every column
+            raise
         picked = session.out_cells[:m].tolist()  # column slots, as plain ints
+        mark, stamp = session.mark_cells, session.scan_stamp
+        for j in picked:  # looked at again by the next scan
+            mark[j] = stamp
         return list(map(session.parts.__getitem__, picked))  # type: ignore[arg-type]
 
     def _session_pending_reads(self, op: DelayedSessionFetch) -> list[FetchPartition]:
@@ -798,8 +820,13 @@ class ReplicaManager:
 
     def _try_complete_delayed_fetch(self, tp: TopicPartition) -> None:
         """Kafka's tryCompleteDelayedFetch for ``tp``: fetches watching it, then parked session
-        fetches whose session holds it."""
+        fetches whose session holds it. Every session holding ``tp`` marks its column changed
+        (see :meth:`FetchSession.begin_scan`)."""
         self._reported_changes += 1
+        for session in self._sessions:
+            i = session.index.get(tp)
+            if i is not None:
+                session.mark_cells[i] = session.stamp
         fetch = self.fetch_purgatory
         if tp in fetch.watch_lists:  # else its check finds nothing
             fetch.check_and_complete(tp)

@@ -106,7 +106,7 @@ class ReplicaStateTable:
 
     __slots__ = ("broker_id", "replica_lag_time_max_ms", "kernel_module", "capacity",
                  "max_replicas", "scan_bound", "_free", "_size", "_out_hw", "_changed", "_mask",
-                 "kernels", "__weakref__",
+                 "kernels", "membership_gen", "__weakref__",
                  *(name for name, _, _ in _PARTITION_COLUMNS + _SLOT_COLUMNS))  # the columns
 
     leader_leo: npt.NDArray[np.int64]
@@ -160,6 +160,11 @@ class ReplicaStateTable:
         self._out_hw = np.zeros(capacity, dtype=np.int64)
         self._changed = np.zeros(capacity, dtype=np.uint8)
         self._mask = np.zeros(capacity * max_replicas, dtype=np.uint8)
+        self.membership_gen = 0
+        """Bumped by every write of a row's layout, maximal ISR or followers' LEOs outside the
+        §6.2 fetch update (a row led, dropped or re-laid, a new leader epoch, an ISR
+        transition): while it stands, those are as they were (the fetch session scans rely on
+        it, ``ReplicaManager._session_reads``)."""
         self.kernels = self.kernel_module.ReplicaStateKernels(self, max_replicas)
 
     def reserve(self, capacity: int, max_replicas: int | None = None) -> None:
@@ -190,6 +195,7 @@ class ReplicaStateTable:
         ``leader_leo``; the HW is kept as given, not recomputed. ``eligible`` lists the
         ISR-eligible followers (default: all).
         """
+        self.membership_gen += 1
         replicas = list(map(int, replicas))
         isr_set = set(map(int, isr))
         self._validate_assignment(replicas, isr_set)
@@ -252,6 +258,7 @@ class ReplicaStateTable:
         start becomes ``log_starts[i]``. Every row ends as those one-row calls leave it;
         ``ineligible`` are the brokers that may not join an ISR (KIP-841). Nothing is written
         when any entry breaks the assignment rules (the one-row calls' errors)."""
+        self.membership_gen += 1
         k = len(rows)
         me = self.broker_id
         rows = [int(p) for p in rows]
@@ -313,6 +320,7 @@ class ReplicaStateTable:
 
     def remove_partition(self, p: int) -> None:
         """Stop leading partition ``p``; its index may be reused."""
+        self.membership_gen += 1
         self._check(p)
         self._clear_row(p)
         self._size -= 1
@@ -322,6 +330,7 @@ class ReplicaStateTable:
                        eligible: Iterable[int] | None = None) -> None:
         """Partition.updateAssignmentAndIsr on the leader: followers still assigned keep their
         fetch state, new ones start empty, removed ones are dropped; the ISR becomes committed."""
+        self.membership_gen += 1
         self._check(p)
         replicas = [int(b) for b in replicas]
         isr_set = {int(b) for b in isr}
@@ -346,6 +355,7 @@ class ReplicaStateTable:
         ISR members (0 otherwise). Either way lastCaughtUpTimeMs is ``now_ms`` for ISR members,
         else 0, so a follower outside the ISR does not hold the HW back. The HW is unchanged.
         """
+        self.membership_gen += 1
         self._check(p)
         start = int(self.leader_leo[p])
         self.leader_epoch[p] = leader_epoch
@@ -464,6 +474,7 @@ class ReplicaStateTable:
     # ---- ISR transitions (AlterPartition, §6.5-§6.7) -----------------------------------------
     def prepare_isr_expand(self, p: int, r: int) -> None:
         """PendingExpandIsr: slot ``r`` counts in the maximal ISR (for the HW) at once."""
+        self.membership_gen += 1
         self._check_follower(p, r)
         if self.isr_state.item(p) != IsrState.COMMITTED:
             raise ValueError(f"partition {p} has an ISR update in flight")
@@ -481,6 +492,7 @@ class ReplicaStateTable:
 
     def commit_isr(self, p: int, isr: Iterable[int]) -> None:
         """CommittedPartitionState(isr): committed and maximal ISR both become ``isr`` (ids)."""
+        self.membership_gen += 1
         self._check(p)
         isr_set = {int(b) for b in isr}
         n = int(self.n_replicas[p])
@@ -496,6 +508,7 @@ class ReplicaStateTable:
 
     def revert_isr(self, p: int) -> None:
         """Drop an in-flight AlterPartition: back to the last committed ISR."""
+        self.membership_gen += 1
         self._check(p)
         self.in_max_isr[p] = self.in_isr[p]
         self.isr_state[p] = IsrState.COMMITTED
