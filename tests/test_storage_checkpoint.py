@@ -341,6 +341,8 @@ def test_offset_checkpoint_content_reencodes_changed_lines_to_the_same_bytes():
     f.write_content(updated)
     assert m.read_bytes(f.path) == b"0\n7\nt 0 0\nt 1 6\nt 2 9\nt 3 0\nt 4 1099511627776\nt 5 4\nu 0 7\n"
     assert f.read() == dict(zip(keys, moved, strict=True))
+    # told which offsets moved: the same lines as update finds by comparing them all
+    assert content.moved(moved, [5, 1]).lines == updated.lines
     # other partitions, or another order: encoded afresh
     reordered = content.update(keys[::-1], offsets[::-1])
     assert "".join(reordered.lines) == "u 0 7\nt 5 3\nt 4 1099511627776\nt 3 0\nt 2 9\nt 1 5\nt 0 0\n"

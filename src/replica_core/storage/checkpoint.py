@@ -306,9 +306,16 @@ class OffsetCheckpointContent:
         with the changed lines formatted again, otherwise encoded afresh."""
         if keys != self.keys:
             return OffsetCheckpointContent(keys, offsets)
+        return self.moved(offsets, compress(count(), map(ne, offsets, self.offsets)))
+
+    def moved(self, offsets: list[int], indices: Iterable[int]) -> OffsetCheckpointContent:
+        """The content for the same keys with ``offsets``, which differ from these entries'
+        only at ``indices`` (a caller that knows which moved skips comparing them all): a copy
+        with those lines formatted again."""
+        keys = self.keys
         new = OffsetCheckpointContent.__new__(OffsetCheckpointContent)
         lines = self.lines[:]
-        for i in compress(count(), map(ne, offsets, self.offsets)):
+        for i in indices:
             topic, partition = keys[i]
             lines[i] = f"{topic} {int(partition)} {int(offsets[i])}\n"
         new.keys = keys

@@ -686,19 +686,28 @@ class LogManager:
         path = os.path.join(log_dir, name)
         last = self._written.get(path)
         sources = None
+        content = None
         if include is None:
             keys = list(logs)
             sources = list(logs.values())
             read = None if changed is None or last is None else self._read_from.get(path)
             if read is not None and last is not None and changed is not None \
                     and read[0] == sources and last.keys == keys:
-                # the same logs as last time: only those in ``changed`` can differ
+                # the same logs as last time: only those in ``changed`` can differ, and only
+                # the lines of those that did are formatted again
                 offsets = last.offsets[:]
                 position = read[1]
+                moved = []
                 for lg in changed:
                     i = position.get(lg)
                     if i is not None:
-                        offsets[i] = value(lg)
+                        offset = value(lg)
+                        if offset != offsets[i]:
+                            offsets[i] = offset
+                            moved.append(i)
+                if not moved and self.medium.exists(path):
+                    return  # as below: the same content as last made durable
+                content = last.moved(offsets, moved)
             else:
                 offsets = list(map(value, sources))
         else:
@@ -707,13 +716,16 @@ class LogManager:
                 if include(lg):
                     keys.append(tp)
                     offsets.append(value(lg))
-        if last is not None and last.same_entries(keys, offsets) and self.medium.exists(path):
+        if content is None and last is not None and last.same_entries(keys, offsets) \
+                and self.medium.exists(path):
             return  # same content as this manager last made durable: rewriting changes nothing
         try:
             checkpoint = OffsetCheckpointFile(self.medium, path)
-            # the lines of partitions whose offset did not move since the last write are reused
-            content = OffsetCheckpointContent(keys, offsets) if last is None \
-                else last.update(keys, offsets)
+            if content is None:
+                # the lines of partitions whose offset did not move since the last write are
+                # reused
+                content = OffsetCheckpointContent(keys, offsets) if last is None \
+                    else last.update(keys, offsets)
             checkpoint.write_content(content)
         except OSError as e:
             self._written.pop(path, None)
