@@ -605,15 +605,17 @@ class Workload:
                 size = row[_COL_SIZE]
                 count = row[_COL_RECORD_COUNT]
                 committed = row[_COL_BASE_OFFSET] + row[_COL_LAST_OFFSET_DELTA] < committed_end
-                view = files[file_index].view(pos, size)
-                try:
-                    digest = known.get(k)
-                    if digest is None:
+                f = files[file_index]
+                digest = known.get(k)
+                if digest is None:
+                    view = f.view(pos, size)
+                    try:
                         digest = records_digest(view)
-                    seq = int(bytes(view[seq_at:seq_at + 9])) if seq_at is not None and \
-                        size >= seq_at + 9 else -1
-                finally:
-                    view.release()
+                    finally:
+                        view.release()
+                # (the 9 bytes alone: no view of the batch when its digest is known)
+                seq = int(f.read(pos + seq_at, 9)) if seq_at is not None and \
+                    size >= seq_at + 9 else -1
                 if digest in seen:
                     dup_batches += 1
                     dup_records += count

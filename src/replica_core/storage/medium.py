@@ -581,7 +581,9 @@ class _MemoryFile(MediumFile):
         inode = self._inode
         if inode is None:
             inode = self._check()  # raises
-        end = inode.size if n < 0 else min(inode.size, position + n)
+        end = position + n
+        if n < 0 or end > inode.size:  # (to the end, or clipped at EOF)
+            end = inode.size
         if position >= end:
             return b""
         data = bytes(inode.buf[position:end])
@@ -593,7 +595,9 @@ class _MemoryFile(MediumFile):
         inode = self._inode
         if inode is None:
             inode = self._check()  # raises
-        end = inode.size if n < 0 else min(inode.size, position + n)
+        end = position + n
+        if n < 0 or end > inode.size:  # (to the end, or clipped at EOF)
+            end = inode.size
         if position >= end:
             return memoryview(b"")
         if end > len(inode.buf):  # a view aliases the bytes: fill the hole first
